@@ -1,0 +1,247 @@
+"""The `flowtape` command: run, runs, show, verify, golden, lsp."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
+from .rundir import DEFAULT_RUNS_DIR, list_runs, resolve_run
+from .values import preview
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line and exit 2, like every other usage error
+        self.exit(EXIT_USAGE, f"flowtape: {message}\n")
+
+
+def _parse_input(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise UsageError(f"--input takes NAME=VALUE, not {text!r}")
+    name, raw = text.split("=", 1)
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError:
+        return name, raw
+
+
+def _runs_dir(args: argparse.Namespace) -> Path:
+    return Path(args.runs_dir) if getattr(args, "runs_dir", None) else DEFAULT_RUNS_DIR
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .loader import load_flow
+    from .progress import Progress
+    from .runner import execute
+
+    flow = load_flow(args.flow, args.workflow)
+    inputs = dict(_parse_input(i) for i in args.input)
+    progress = Progress() if sys.stdout.isatty() and not args.json else None
+    try:
+        result = execute(
+            flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
+            tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
+            on_step=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    if args.json:
+        out: dict[str, Any] = {"status": result.status, "outputs": msgspec.to_builtins(_jsonable(result.outputs)),
+                               "runId": result.run_id, "runDir": str(result.run_dir) if result.run_dir else None,
+                               "steps": result.steps}
+        if result.error is not None:
+            out["error"] = result.error.message
+        if result.replay_stopped:
+            out["replayStopped"] = msgspec.to_builtins(result.replay_stopped)
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
+    else:
+        for port, tokens in result.outputs.items():
+            print(f"{port}: {preview(tokens, 2000)}")
+        where = f" · tape {result.run_dir}" if result.run_dir else ""
+        print(f"{result.status} · {result.steps} steps · {result.firings} firings{where}", file=sys.stderr)
+        for d in result.replay_stopped:
+            print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.reason}", file=sys.stderr)
+        for qid, count in result.leftovers:
+            print(f"leftover: {count} token(s) in {qid}", file=sys.stderr)
+        for line in result.stuck:
+            print(f"stuck: {line}", file=sys.stderr)
+    if result.status == "failed" and result.error is not None:
+        print(f"flowtape: {result.error.message}", file=sys.stderr)
+        if args.verbose and result.error.traceback:
+            print(result.error.traceback, file=sys.stderr)
+    return {"succeeded": EXIT_OK}.get(result.status, EXIT_FAILED)
+
+
+def _jsonable(value: Any) -> Any:
+    from .values import to_json
+
+    return to_json(value)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    runs = list_runs(_runs_dir(args))
+    if not runs:
+        print(f"no runs in {_runs_dir(args)}")
+        return EXIT_OK
+    for _, s in runs:
+        origin = f"  resumed from {s.resumedFrom} @ step {s.resumedAtStep}" if s.resumedFrom else ""
+        print(f"{s.id}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .show import format_detail, load, step_detail
+    from .tape import Step
+
+    run_dir = resolve_run(args.run, _runs_dir(args))
+    tape = load(run_dir)
+    if args.step is not None:
+        print(format_detail(step_detail(tape, args.step)))
+        return EXIT_OK
+    h = tape.header
+    end = tape.end
+    print(f"run {h.runId} · workflow {h.workflow} · {h.flowFile}")
+    if h.resumedFrom:
+        print(f"resumed from {h.resumedFrom} at step {h.resumedAtStep}")
+    for record in tape.records():
+        if isinstance(record, Step):
+            mark = "  [replayed]" if record.replayed else ""
+            print(f"  {record.step:>5} · {record.actor} · fire {record.fireCount} · seq {record.journalSeq}{mark}")
+    if end is not None:
+        print(f"{end.status} · outputs {preview(msgspec.json.decode(end.outputs), 2000)}")
+        if end.error is not None:
+            print(f"error: {end.error.message}")
+    else:
+        print("(no end record: the run is still going, or was killed)")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .verify import verify
+
+    run_dir = resolve_run(args.run, _runs_dir(args))
+    tape, rebuild = verify(run_dir / "tape.jsonl")
+    status = rebuild.ended.status if rebuild.ended else "no end record"
+    print(f"ok: {run_dir} · {rebuild.seq} firings · {rebuild.step} steps · {status}")
+    return EXIT_OK
+
+
+def cmd_golden(args: argparse.Namespace) -> int:
+    from .golden import GoldenMismatch, check, record
+    from .loader import load_flow
+
+    flow = load_flow(args.flow, args.workflow)
+    inputs = dict(_parse_input(i) for i in args.input) or None
+    if args.action == "record":
+        data = record(flow, Path(args.golden), inputs)
+        print(f"recorded {args.golden}: {len(data['steps'])} steps")
+        return EXIT_OK
+    try:
+        check(flow, Path(args.golden), inputs)
+    except GoldenMismatch as exc:
+        print(f"flowtape: golden mismatch: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"ok: matches {args.golden}")
+    return EXIT_OK
+
+
+def cmd_lsp(args: argparse.Namespace) -> int:
+    from flowtape_lsp.server import main as lsp_main
+
+    lsp_main(tcp=args.tcp)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="flowtape", description="Run actor-dataflow flows; every run is a tape.")
+    parser.add_argument("--verbose", action="store_true", help="print tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("run", help="run a flow and print its outputs")
+    p.add_argument("flow")
+    p.add_argument("--workflow")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="VALUE is JSON, or a string")
+    p.add_argument("--max-workers", type=int)
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--runs-dir")
+    p.add_argument("--run-id")
+    p.add_argument("--durable", action="store_true", help="fsync every tape record")
+    p.add_argument("--no-tape", action="store_true", help="do not record the run")
+    p.add_argument("--resume-from", metavar="RUN")
+    p.add_argument("--at-step", type=int)
+    p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("runs", help="list runs, newest first")
+    p.add_argument("--runs-dir")
+    p.set_defaults(fn=cmd_runs)
+
+    p = sub.add_parser("show", help="print a run, or one step of it")
+    p.add_argument("run", help="a run directory or a run id")
+    p.add_argument("--step", type=int)
+    p.add_argument("--runs-dir")
+    p.set_defaults(fn=cmd_show)
+
+    p = sub.add_parser("verify", help="rebuild a run from its tape and check its invariants")
+    p.add_argument("run")
+    p.add_argument("--runs-dir")
+    p.set_defaults(fn=cmd_verify)
+
+    p = sub.add_parser("golden", help="record or check a golden tape")
+    p.add_argument("action", choices=["record", "check"])
+    p.add_argument("flow")
+    p.add_argument("golden")
+    p.add_argument("--workflow")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE")
+    p.set_defaults(fn=cmd_golden)
+
+    p = sub.add_parser("lsp", help="start the language server (stdio)")
+    p.add_argument("--tcp", type=int, metavar="PORT")
+    p.set_defaults(fn=cmd_lsp)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    verbose = bool(getattr(args, "verbose", False))
+    try:
+        code = int(args.fn(args))
+    except TraceCorruption as exc:
+        print(f"flowtape: corrupt tape: {exc}", file=sys.stderr)
+        code = EXIT_FAILED
+    except (FlowError, UsageError, ResumeRefused) as exc:
+        print(f"flowtape: {exc}", file=sys.stderr)
+        code = EXIT_USAGE
+    except FlowtapeError as exc:
+        print(f"flowtape: {exc}", file=sys.stderr)
+        code = EXIT_FAILED
+    except KeyboardInterrupt:
+        print("flowtape: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - a bug of ours still gets one line unless --verbose
+        if verbose:
+            traceback.print_exc()
+        print(f"flowtape: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        code = EXIT_FAILED
+    else:
+        if verbose and code:
+            pass
+    sys.stdout.flush()
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

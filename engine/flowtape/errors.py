@@ -1,0 +1,62 @@
+"""The errors Flowtape raises for user mistakes: each one prints as one clear line."""
+
+from __future__ import annotations
+
+
+class FlowtapeError(Exception):
+    """Base of every error that is the user's to fix, never a bug in Flowtape."""
+
+
+class FlowError(FlowtapeError):
+    """A flow that cannot be built: wiring, ports, arity, types. Names the file and line."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        where = f"{file}:{line}: " if file and line else (f"{file}: " if file else "")
+        super().__init__(f"{where}{message}")
+
+
+class RunFailed(FlowtapeError):
+    """An actor raised: the run failed. Names the actor path, its firing number and source lines."""
+
+    def __init__(
+        self,
+        message: str,
+        actor: str = "",
+        fire_count: int = 0,
+        file: str | None = None,
+        line: int | None = None,
+        outputs: dict[str, list[object]] | None = None,
+        run_dir: str | None = None,
+    ) -> None:
+        self.message = message
+        self.actor = actor
+        self.fire_count = fire_count
+        self.file = file
+        self.line = line
+        self.outputs = outputs or {}
+        self.run_dir = run_dir
+        super().__init__(message)
+
+
+class RunStopped(FlowtapeError):
+    """The run was stopped by Ctrl-C or SIGTERM; its tape ends `stopped`."""
+
+
+class ResumeRefused(FlowtapeError):
+    """A resume that cannot be sound is refused before anything runs."""
+
+
+class TraceCorruption(FlowtapeError):
+    """A tape that cannot support its own story: names the line and the broken rule."""
+
+    def __init__(self, message: str, line: int = 0, rule: str = "") -> None:
+        self.line = line
+        self.rule = rule
+        super().__init__(f"line {line}: {rule}: {message}" if line else message)
+
+
+class UsageError(FlowtapeError):
+    """A bad command line, unknown run id, out-of-range step and the like."""

@@ -1,0 +1,150 @@
+"""One live firing: choose what fires (guards peek first), bind tokens, route what it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .agents import ask
+from .errors import FlowtapeError
+from .model import ActionSpec
+from .network import LAZY, Actor, Item, Queue
+from .tools import run_tool
+from .values import decode
+
+
+class ActionError(FlowtapeError):
+    """An action (or guard) broke a rule Flowtape enforces, e.g. returned a dict naming an unknown port."""
+
+
+@dataclass
+class Plan:
+    """What a firing takes: chosen under the lock, executed outside it."""
+
+    action: ActionSpec | None
+    takes: list[tuple[Queue, list[Item]]]
+    values: list[Any] = field(default_factory=list)
+    entry: Any = None  # a replay entry, when this firing is replayed
+
+
+def value_of(item: Item) -> Any:
+    """The token as a Python object, decoding it from the tape on first use."""
+    value, enc = item
+    if value is LAZY:
+        return decode(enc if isinstance(enc, bytes) else bytes(enc))
+    return value
+
+
+def _peek(q: Queue, count: int) -> list[Any]:
+    items = q.items
+    return [value_of(items[i]) for i in range(count)]
+
+
+def _take(q: Queue, count: int) -> list[Item]:
+    pop = q.items.popleft
+    return [pop() for _ in range(count)]
+
+
+def select(actor: Actor) -> Plan | None:
+    """The first eligible behaviour of `actor`, its tokens taken; None when nothing can fire."""
+    spec = actor.spec
+    inputs = actor.inputs
+    if spec is None:  # a nested workflow: one token per connected input port
+        if not inputs:
+            return None if actor.static_used else Plan(None, [])
+        if any(not q.items for q in inputs.values()):
+            return None
+        return Plan(None, [(q, _take(q, 1)) for q in inputs.values()])
+    if spec.kind != "task":
+        if any(port not in inputs or not inputs[port].items for port in spec.inputs):
+            return None
+        takes = [(inputs[port], _take(inputs[port], 1)) for port in spec.inputs]
+        return Plan(None, takes, [value_of(t[1][0]) for t in takes])
+    for action in spec.actions:
+        ready = True
+        for port, count in action.consumes.items():
+            q = inputs.get(port)
+            if q is None or len(q.items) < count:
+                ready = False
+                break
+        if not ready:
+            continue
+        if action.guard is not None:
+            peeked = [v for port, count in action.consumes.items() for v in _peek(inputs[port], count)]
+            try:
+                allowed = action.guard(actor.obj, *peeked)
+            except Exception as exc:
+                raise GuardFailed(actor, action, exc) from exc
+            if not allowed:
+                continue
+        takes = [(inputs[port], _take(inputs[port], count)) for port, count in action.consumes.items()]
+        return Plan(action, takes, [value_of(item) for _, items in takes for item in items])
+    return None
+
+
+class GuardFailed(Exception):
+    def __init__(self, actor: Actor, action: ActionSpec, exc: Exception) -> None:
+        self.actor = actor
+        self.action = action
+        self.original = exc
+        super().__init__(f"guard of {actor.path}.{action.name} raised {type(exc).__name__}: {exc}")
+
+
+def give_back(takes: list[tuple[Queue, list[Item]]]) -> None:
+    """Atomic firings: what a failed firing took goes back to the head of its queues, in order."""
+    for q, items in reversed(takes):
+        q.items.extendleft(reversed(items))
+
+
+def _route(actor: Actor, action: ActionSpec, result: Any) -> list[tuple[str, Any]]:
+    if result is None:
+        return []
+    produces = action.produces
+    if produces is None:
+        return [(port, result) for port in actor.spec.outputs] if actor.spec else []
+    ports = list(produces)
+    if isinstance(result, dict) and (len(ports) > 1 or set(result) == set(ports)):
+        unknown = sorted(set(result) - set(ports))
+        if unknown:
+            raise ActionError(
+                f"{actor.path}.{action.name} returned a dict with key(s) {', '.join(map(repr, unknown))}, "
+                f"but it produces on {', '.join(map(repr, ports))}"
+            )
+        out: list[tuple[str, Any]] = []
+        for port in ports:
+            if port in result and result[port] is not None:
+                out.extend(_spread(port, produces[port], result[port]))
+        return out
+    if isinstance(result, (tuple, list)) and len(ports) > 1:
+        return [pair for port, value in zip(ports, result) if value is not None for pair in _spread(port, 1, value)]
+    return [pair for port in ports for pair in _spread(port, produces[port], result)]
+
+
+def _spread(port: str, count: int, value: Any) -> list[tuple[str, Any]]:
+    if count > 1 and isinstance(value, (list, tuple)) and len(value) == count:
+        return [(port, v) for v in value]
+    return [(port, value)]
+
+
+@dataclass
+class Outcome:
+    outputs: list[tuple[str, Any]]
+    chat: list[dict[str, str]] | None = None
+
+
+def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome:
+    """Run the user's code for one firing; what it puts, per output port."""
+    spec = actor.spec
+    assert spec is not None
+    if spec.kind == "task":
+        assert plan.action is not None
+        result = plan.action.fn(actor.obj, *plan.values)
+        return Outcome(_route(actor, plan.action, result))
+    inputs = dict(zip(spec.inputs, plan.values))
+    if spec.kind == "agent":
+        answer, added = ask(spec, actor.obj, inputs)
+        return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
+    stem = f"{actor.path.replace('/', '__')}__{actor.fire_count + 1}"
+    written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem)
+    return Outcome(list(written.items()))

@@ -1,0 +1,315 @@
+"""Task classes: `@task`, `@action`, `@guard`, `@agent`, `@tool` turn a class into an actor type."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import FlowError
+from .ports import PortRef, PortSpec, collect_ports
+from .source import Site, caller_site, class_site
+
+SPEC_ATTR = "__flowtape__"
+
+
+@dataclass
+class ActionSpec:
+    """One behaviour of a task: what it takes, what it puts, when it may fire."""
+
+    name: str
+    fn: Callable[..., Any]
+    consumes: dict[str, int]
+    produces: dict[str, int] | None  # None: the return goes to every output port
+    guard: Callable[..., Any] | None
+    line: int
+
+
+@dataclass
+class AgentConfig:
+    prompt: str
+    transport: Any
+    mock_outputs: dict[str, Any]
+    model: str
+
+
+@dataclass
+class ToolConfig:
+    cmd: str
+    args: list[str]
+    cwd: str | None
+    env: dict[str, str]
+    shell: bool
+    timeout: float | None
+
+
+@dataclass
+class TaskSpec:
+    """Everything Flowtape knows about a task class, computed once when it is decorated."""
+
+    cls: type
+    name: str
+    kind: str  # "task" | "agent" | "tool"
+    ports: dict[str, PortSpec]
+    inputs: dict[str, PortSpec]
+    outputs: dict[str, PortSpec]
+    actions: list[ActionSpec]
+    parameters: dict[str, Any]
+    state_defaults: dict[str, Any]
+    defined_at: Site
+    agent: AgentConfig | None = None
+    tool: ToolConfig | None = None
+    zero_input: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.zero_input = any(not a.consumes for a in self.actions)
+
+
+def spec_of(obj: Any) -> TaskSpec | None:
+    spec = getattr(type(obj), SPEC_ATTR, None)
+    return spec if isinstance(spec, TaskSpec) else None
+
+
+def action(
+    fn: Callable[..., Any] | None = None,
+    *,
+    consumes: dict[str, int] | None = None,
+    produces: dict[str, int] | None = None,
+) -> Any:
+    """Mark a method as one of the task's actions. Without `consumes`: one token per input port."""
+
+    def mark(method: Callable[..., Any]) -> Callable[..., Any]:
+        method._ft_action = {"consumes": consumes, "produces": produces}  # type: ignore[attr-defined]
+        return method
+
+    return mark(fn) if fn is not None else mark
+
+
+def guard(predicate: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`predicate(self, *peeked_tokens)` runs before anything is taken; the action fires only if true."""
+
+    def mark(method: Callable[..., Any]) -> Callable[..., Any]:
+        method._ft_guard = predicate  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+def _line_of(fn: Callable[..., Any]) -> int:
+    code = getattr(fn, "__code__", None)
+    return code.co_firstlineno if code is not None else 0
+
+
+def _check_arity(fn: Callable[..., Any], tokens: int, what: str, cls: type, line: int) -> None:
+    """Refuse an action (or guard) whose signature cannot take exactly `tokens` tokens."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    params = list(sig.parameters.values())
+    if params and params[0].name == "self":
+        params = params[1:]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        maximum = None
+    else:
+        maximum = len(positional)
+    required = sum(1 for p in positional if p.default is p.empty)
+    if tokens < required or (maximum is not None and tokens > maximum):
+        takes = f"{required}" if maximum == required else f"{required} to {maximum}"
+        file = class_site(cls).file
+        raise FlowError(
+            f"{cls.__name__}.{what} takes {takes} token argument(s) but consumes {tokens}", file, line
+        )
+
+
+def _collect_actions(cls: type, ports: dict[str, PortSpec]) -> list[ActionSpec]:
+    inputs = [p for p in ports.values() if not p.is_output]
+    outputs = {p.port_name for p in ports.values() if p.is_output}
+    file = class_site(cls).file
+    found: dict[str, ActionSpec] = {}
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            marks = getattr(value, "_ft_action", None)
+            if not callable(value) or marks is None:
+                continue
+            line = _line_of(value)
+            consumes = marks["consumes"]
+            if consumes is None:
+                consumes = {p.port_name: 1 for p in inputs}
+            produces = marks["produces"]
+            for port, count in consumes.items():
+                if port not in ports:
+                    raise FlowError(f"{cls.__name__}.{name} consumes from unknown port {port!r}", file, line)
+                if port in outputs:
+                    raise FlowError(f"{cls.__name__}.{name} consumes from {port!r}, an output port", file, line)
+                if not isinstance(count, int) or count < 1:
+                    raise FlowError(f"{cls.__name__}.{name}: consumes[{port!r}] must be >= 1", file, line)
+            for port in produces or {}:
+                if port not in ports:
+                    raise FlowError(f"{cls.__name__}.{name} produces on unknown port {port!r}", file, line)
+                if port not in outputs:
+                    raise FlowError(f"{cls.__name__}.{name} produces on {port!r}, an input port", file, line)
+            found[name] = ActionSpec(name, value, dict(consumes), produces, getattr(value, "_ft_guard", None), line)
+    actions = list(found.values())
+    if not actions:
+        method = getattr(cls, "action", None)
+        if callable(method):
+            line = _line_of(method)
+            consumes = {p.port_name: 1 for p in inputs}
+            actions = [ActionSpec("action", method, consumes, None, getattr(method, "_ft_guard", None), line)]
+    for spec in actions:
+        tokens = sum(spec.consumes.values())
+        _check_arity(spec.fn, tokens, spec.name, cls, spec.line)
+        if spec.guard is not None:
+            _check_arity(spec.guard, tokens, f"{spec.name} guard", cls, spec.line)
+    return actions
+
+
+def _classify_fields(cls: type, ports: dict[str, PortSpec]) -> tuple[dict[str, Any], dict[str, Any]]:
+    annotations: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        annotations.update(vars(klass).get("__annotations__", {}))
+    port_attrs = {p.attr for p in ports.values()}
+    parameters: dict[str, Any] = {}
+    state: dict[str, Any] = {}
+    for name, annotation in annotations.items():
+        if name.startswith("__") or name == "Ports" or name in port_attrs:
+            continue
+        if name.startswith("_") or hasattr(cls, name):
+            state[name] = getattr(cls, name, None)
+        else:
+            parameters[name] = annotation
+    return parameters, state
+
+
+def _install_instance_hooks(cls: type, spec: TaskSpec) -> None:
+    user_init = vars(cls).get("__init__")
+
+    def __init__(self: Any, **kwargs: Any) -> None:
+        unexpected = sorted(set(kwargs) - set(spec.parameters))
+        if unexpected:
+            raise TypeError(f"{spec.name}() got unexpected parameter(s): {', '.join(map(repr, unexpected))}")
+        for name in spec.parameters:
+            if name not in kwargs:
+                raise TypeError(f"{spec.name}() missing required parameter {name!r}")
+            setattr(self, name, kwargs[name])
+        for name, default in spec.state_defaults.items():
+            setattr(self, name, copy.deepcopy(default))
+        if spec.kind == "agent":
+            self.chat_history = []
+        self._ft_name = ""
+        self._ft_site = caller_site()
+        from .graph import register_actor
+
+        register_actor(self, self._ft_site)
+        if user_init is not None:
+            user_init(self, **kwargs)
+
+    def __getattr__(self: Any, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        port = spec.ports.get(name) or next((p for p in spec.ports.values() if p.attr == name), None)
+        if port is None:
+            names = ", ".join(spec.ports) or "none"
+            site = caller_site()
+            raise FlowError(f"{spec.name} has no port {name!r} (its ports: {names})", site.file, site.line)
+        return PortRef(self, port.port_name, port.is_output, port.type)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    cls.__getattr__ = __getattr__  # type: ignore[attr-defined]
+
+
+def _make_spec(cls: type, kind: str) -> TaskSpec:
+    if not isinstance(cls, type):
+        raise TypeError(f"@{kind} decorates a class, not {type(cls).__name__}")
+    ports = collect_ports(cls)
+    parameters, state = _classify_fields(cls, ports)
+    actions = _collect_actions(cls, ports) if kind == "task" else []
+    site = class_site(cls)
+    if kind == "task" and not actions:
+        raise FlowError(f"task {cls.__name__} has no action: define `def action(self, ...)` or an @action", site.file, site.line)
+    return TaskSpec(
+        cls=cls,
+        name=cls.__name__,
+        kind=kind,
+        ports=ports,
+        inputs={n: p for n, p in ports.items() if not p.is_output},
+        outputs={n: p for n, p in ports.items() if p.is_output},
+        actions=actions,
+        parameters=parameters,
+        state_defaults=state,
+        defined_at=site,
+    )
+
+
+def task(cls: type) -> type:
+    """Make `cls` an actor type: annotated fields without default are parameters, the rest state."""
+    spec = _make_spec(cls, "task")
+    setattr(cls, SPEC_ATTR, spec)
+    _install_instance_hooks(cls, spec)
+    return cls
+
+
+def agent(
+    cls: type | None = None,
+    *,
+    prompt: str = "",
+    transport: Any = "http",
+    mock_outputs: dict[str, Any] | None = None,
+    mockOutputs: dict[str, Any] | None = None,  # noqa: N803 - wfpy's camelCase spelling
+    model: str = "",
+    **_ignored: Any,
+) -> Any:
+    """An LLM agent task. `transport="mock"` answers from `mock_outputs` (or the port types) offline;
+    a callable transport `fn(prompt, inputs, history) -> {port: value}` plugs in a real model."""
+    if cls is not None:
+        raise TypeError("@agent needs arguments: @agent(prompt='...')")
+    outputs = mock_outputs if mockOutputs is None else mockOutputs
+
+    def decorate(klass: type) -> type:
+        spec = _make_spec(klass, "agent")
+        spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model)
+        setattr(klass, SPEC_ATTR, spec)
+        _install_instance_hooks(klass, spec)
+        return klass
+
+    return decorate
+
+
+def tool(
+    cls_or_fn: Any = None,
+    *,
+    cmd: str = "",
+    args: list[str] | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    shell: bool = False,
+    timeout: float | None = None,
+    **_ignored: Any,
+) -> Any:
+    """An external process. On a class: an actor whose firing runs `cmd` with `{in.X}`, `{out.X}`,
+    `{param.X}` placeholders; each output port gets the path of a file the tool writes.
+    On a function: the function becomes a call of `cmd` (its keyword arguments fill `{name}`)."""
+    if cls_or_fn is not None:
+        raise TypeError("@tool needs at least cmd=: @tool(cmd='...')")
+    if not cmd:
+        raise TypeError("@tool needs cmd=")
+    config = ToolConfig(cmd, list(args or []), cwd, dict(env or {}), shell, timeout)
+
+    def decorate(target: Any) -> Any:
+        if isinstance(target, type):
+            spec = _make_spec(target, "tool")
+            spec.tool = config
+            setattr(target, SPEC_ATTR, spec)
+            _install_instance_hooks(target, spec)
+            return target
+        if callable(target):
+            from .tools import function_tool
+
+            return function_tool(target, config)
+        raise TypeError("@tool decorates a class or a function")
+
+    return decorate

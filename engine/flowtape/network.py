@@ -1,0 +1,190 @@
+"""The running form of a built workflow: actors with paths, FIFO queues with stable ids."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .graph import ROOT, Edge, Graph, IfControl, LoopControl, Node, Subflow
+from .model import TaskSpec, spec_of
+
+# A queue item: (value, canonical encoding). The value is LAZY when the token came from a tape
+# and nobody has needed it as a Python object yet: a replayed consumer only needs the bytes.
+LAZY: Any = object()
+Item = tuple[Any, Any]  # (value, encoding as bytes or msgspec.Raw)
+
+
+class Queue:
+    """A FIFO of tokens with exactly one consumer (or none, for a workflow's own output)."""
+
+    __slots__ = ("id", "index", "items", "consumer", "port")
+
+    def __init__(self, qid: str, index: int, consumer: Actor | None, port: str) -> None:
+        self.id = qid
+        self.index = index
+        self.items: deque[Item] = deque()
+        self.consumer = consumer
+        self.port = port
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.id} ({len(self.items)})>"
+
+
+@dataclass(eq=False)
+class Actor:
+    """One actor of the run. `owner` is the composite whose firings run it (None: top level)."""
+
+    path: str
+    node: Node
+    spec: TaskSpec | None
+    owner: Actor | None
+    index: int
+    inputs: dict[str, Queue] = field(default_factory=dict)
+    outputs: dict[str, list[Queue]] = field(default_factory=dict)
+    members: list[Actor] = field(default_factory=list)  # what a composite's firing runs
+    branches: dict[str, list[Actor]] = field(default_factory=dict)  # an if's then/else members
+    seeds: dict[str, list[Queue]] = field(default_factory=dict)  # a subflow's inner input queues
+    fire_count: int = 0
+    consumers: list[Actor] = field(default_factory=list)
+    # control-node progress
+    iterator: Any = None
+    static_used: bool = False
+    # scheduling and tape bookkeeping
+    state_enc: bytes = b""
+    dirty: bool = False
+    running: bool = False
+    pool: Any = None
+    pools: dict[str, Any] = field(default_factory=dict)  # a composite's pools, by branch
+    replay: Any = None  # the recorded firings this actor still has to replay
+
+    @property
+    def kind(self) -> str:
+        return self.node.kind
+
+    @property
+    def obj(self) -> Any:
+        return self.node.obj
+
+    @property
+    def composite(self) -> bool:
+        return self.node.kind in ("workflow", "loop", "if")
+
+    @property
+    def control(self) -> bool:
+        return self.node.kind in ("loop", "if")
+
+    def __repr__(self) -> str:
+        return f"<Actor {self.path}>"
+
+
+@dataclass(eq=False)
+class Network:
+    graph: Graph
+    actors: list[Actor]
+    by_path: dict[str, Actor]
+    queues: list[Queue]
+    by_id: dict[str, Queue]
+    top: list[Actor]
+    seeds: dict[str, list[Queue]]  # the main workflow's input ports
+    outputs: dict[str, Queue]  # the main workflow's output ports
+
+
+def _endpoint(prefix: str, node: Node | None, port: str) -> str:
+    if node is None:
+        return f"{prefix or ROOT}.{port}"
+    return f"{prefix}/{node.name}.{port}" if prefix else f"{node.name}.{port}"
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.actors: list[Actor] = []
+        self.queues: list[Queue] = []
+
+    def queue(self, qid: str, consumer: Actor | None, port: str) -> Queue:
+        q = Queue(qid, len(self.queues), consumer, port)
+        self.queues.append(q)
+        return q
+
+    def build(
+        self, graph: Graph, prefix: str, owner: Actor | None, out_targets: dict[str, list[Queue]]
+    ) -> tuple[list[Actor], dict[str, list[Queue]]]:
+        """Instantiate `graph`; its output ports feed `out_targets`. Returns its top actors and seeds."""
+        local: dict[int, Actor] = {}
+        for node in graph.nodes:
+            actor = Actor(f"{prefix}/{node.name}" if prefix else node.name, node, spec_of(node.obj), owner, len(self.actors))
+            self.actors.append(actor)
+            local[id(node)] = actor
+        for node in graph.nodes:
+            actor = local[id(node)]
+            if node.scope is None:
+                actor.owner = owner
+            else:
+                control = local[id(node.scope.control)]
+                actor.owner = control
+                control.branches.setdefault(node.scope.branch, []).append(actor)
+        seeds: dict[str, list[Queue]] = {}
+        edge_queues: list[tuple[Edge, list[Queue]]] = []
+        for edge in graph.edges:
+            src_id = _endpoint(prefix, edge.src, edge.src_port)
+            if edge.dst is None:
+                targets = out_targets.setdefault(edge.dst_port, [])
+            else:
+                consumer = local[id(edge.dst)]
+                q = self.queue(f"{src_id}->{_endpoint(prefix, edge.dst, edge.dst_port)}", consumer, edge.dst_port)
+                consumer.inputs[edge.dst_port] = q
+                targets = [q]
+            edge_queues.append((edge, targets))
+        for edge, targets in edge_queues:
+            if edge.src is None:
+                seeds.setdefault(edge.src_port, []).extend(targets)
+            else:
+                producer = local[id(edge.src)]
+                producer.outputs.setdefault(edge.src_port, []).extend(targets)
+        for node in graph.nodes:
+            actor = local[id(node)]
+            if isinstance(node.obj, Subflow):
+                children, child_seeds = self.build(node.obj.graph, actor.path, actor, actor.outputs)
+                actor.members = [a for a in children if a.owner is actor]
+                actor.seeds = child_seeds
+        top = [local[id(n)] for n in graph.nodes]
+        for actor in top:
+            if actor.control:
+                actor.members = [m for branch in actor.branches.values() for m in branch]
+        return top, seeds
+
+
+def build_network(graph: Graph) -> Network:
+    builder = _Builder()
+    out_targets: dict[str, list[Queue]] = {}
+    outputs: dict[str, Queue] = {}
+    names = [*graph.outputs, *(e.dst_port for e in graph.edges if e.dst is None)]
+    for name in dict.fromkeys(names):
+        outputs[name] = builder.queue(f"{ROOT}.{name}", None, name)
+        out_targets[name] = [outputs[name]]
+    top, seeds = builder.build(graph, "", None, out_targets)
+    for actor in builder.actors:
+        seen: set[int] = set()
+        for targets in actor.outputs.values():
+            for q in targets:
+                if q.consumer is not None and id(q.consumer) not in seen:
+                    seen.add(id(q.consumer))
+                    actor.consumers.append(q.consumer)
+    by_path = {a.path: a for a in builder.actors}
+    return Network(
+        graph=graph,
+        actors=builder.actors,
+        by_path=by_path,
+        queues=builder.queues,
+        by_id={q.id: q for q in builder.queues},
+        top=[a for a in top if a.owner is None],
+        seeds=seeds,
+        outputs=outputs,
+    )
+
+
+def is_control(obj: Any) -> bool:
+    return isinstance(obj, (LoopControl, IfControl))

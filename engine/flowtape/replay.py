@@ -1,0 +1,148 @@
+"""Resuming a run at a step: which recorded firings each actor replays, and the refusals.
+
+A step covers the top-level firings up to it; every nested firing carries (`within`) the
+top-level firing it ran inside, so the firings a step covers are exact for every actor."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from msgspec import Raw
+
+from .errors import ResumeRefused, TraceCorruption
+from .network import Network, Queue
+from .tape import ActorInfo, Header
+from .values import preview_json
+import msgspec
+
+LEAF_KINDS = frozenset({"task", "agent", "tool"})
+
+
+@dataclass(slots=True)
+class Entry:
+    """One recorded firing to replay."""
+
+    fire_count: int
+    takes: list[tuple[Queue, int, str]]
+    puts: list[tuple[Queue, list[Raw]]]
+    state: Raw | None
+    chat: Raw | None
+    not_replayable: str | None
+    recorded: dict[int, list[Raw]] = field(default_factory=dict)
+
+    def preview(self, queue: Queue) -> str | None:
+        tokens = self.recorded.get(queue.index)
+        if not tokens:
+            return None
+        values = [msgspec.json.decode(t) for t in tokens]
+        return preview_json(values[0] if len(values) == 1 else values)
+
+
+@dataclass
+class ReplayPlan:
+    source: Path
+    source_id: str
+    at_step: int
+    inputs: Raw
+    entries: dict[str, list[Entry]]
+    covered: set[tuple[str, int]]
+
+    def install(self, net: Network) -> None:
+        for path, entries in self.entries.items():
+            net.by_path[path].replay = deque(entries)
+
+
+def shape_of(net: Network) -> tuple[list[ActorInfo], list[str]]:
+    actors = []
+    for a in net.actors:
+        created, defined = a.node.created_at, a.node.defined_at
+        actors.append(ActorInfo(a.path, a.kind, a.node.class_name, created.file, created.line, defined.file, defined.line))
+    return actors, [q.id for q in net.queues]
+
+
+def describe_change(old: Header, actors: list[ActorInfo], queues: list[str]) -> str | None:
+    """What changed in the graph since the recorded run, in words; None when nothing did."""
+    before = {a.path: a for a in old.actors}
+    after = {a.path: a for a in actors}
+    removed = [p for p in before if p not in after]
+    added = [p for p in after if p not in before]
+    changes: list[str] = []
+    renamed: set[str] = set()
+    for gone in list(removed):
+        match = next((p for p in added if after[p].cls == before[gone].cls and after[p].kind == before[gone].kind and p not in renamed), None)
+        if match is not None:
+            changes.append(f"actor {gone!r} was renamed {match!r}")
+            renamed.add(match)
+            removed.remove(gone)
+    added = [p for p in added if p not in renamed]
+    changes += [f"actor {p!r} ({after[p].cls}) was added" for p in added]
+    changes += [f"actor {p!r} ({before[p].cls}) was removed" for p in removed]
+    for path in before.keys() & after.keys():
+        if before[path].cls != after[path].cls or before[path].kind != after[path].kind:
+            changes.append(f"actor {path!r} changed from {before[path].cls} to {after[path].cls}")
+    if not changes and list(old.queues) != list(queues):
+        lost = [q for q in old.queues if q not in queues]
+        new = [q for q in queues if q not in old.queues]
+        detail = "; ".join([*(f"{q} removed" for q in lost), *(f"{q} added" for q in new)]) or "queue order changed"
+        changes.append(f"rewired: {detail}")
+    return "; ".join(changes) if changes else None
+
+
+def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
+    """Check that resuming `run_dir` at `at_step` is sound, and say what each actor replays."""
+    from .verify import Rebuild, check_chain
+    from .tape import Firing, Step, read_tape
+
+    tape_path = run_dir / "tape.jsonl"
+    try:
+        tape = read_tape(tape_path)
+        header = tape.header
+        check_chain(tape)
+    except TraceCorruption as exc:
+        raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
+    if header.workflow != workflow:
+        raise ResumeRefused(f"cannot resume: run {header.runId} ran workflow {header.workflow!r}, not {workflow!r}")
+    actors, queues = shape_of(net)
+    change = describe_change(header, actors, queues)
+    if change is not None:
+        raise ResumeRefused(f"cannot resume: the flow's graph changed since run {header.runId}: {change}")
+    steps = [line.record for line in tape.lines if isinstance(line.record, Step)]
+    last = len(steps)
+    if at_step is None:
+        at_step = last
+    if not 0 <= at_step <= last:
+        raise ResumeRefused(f"cannot resume at step {at_step}: run {header.runId} has steps 0 to {last}")
+    tops = {(s.actor, s.fireCount) for s in steps[:at_step]}
+    kinds = {a.path: a.kind for a in header.actors}
+    by_index = [net.by_id[qid] for qid in header.queues]
+    entries: dict[str, list[Entry]] = {}
+    covered: set[tuple[str, int]] = set()
+    rebuild = Rebuild(header)
+    try:
+        for line in tape.lines[1:]:
+            rebuild.apply(line)
+            record = line.record
+            if not isinstance(record, Firing):
+                continue
+            top = record.within if record.within is not None else (record.actor, record.fireCount)
+            if tuple(top) not in tops:
+                continue
+            covered.add((record.actor, record.fireCount))
+            if kinds.get(record.actor) not in LEAF_KINDS:
+                continue
+            entries.setdefault(record.actor, []).append(
+                Entry(
+                    fire_count=record.fireCount,
+                    takes=[(by_index[i], count, d) for i, count, d in record.consumed],
+                    puts=[(by_index[i], tokens) for i, tokens in record.produced],
+                    state=record.state or None,
+                    chat=record.chat or None,
+                    not_replayable=record.notReplayable,
+                    recorded={i: tokens for i, tokens in rebuild.taken},
+                )
+            )
+    except TraceCorruption as exc:
+        raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered)

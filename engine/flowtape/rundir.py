@@ -1,0 +1,93 @@
+"""Run directories: `.flowtape/runs/<run-id>/` with `tape.jsonl` and `run.json`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+from pathlib import Path
+
+import msgspec
+from msgspec import Raw
+
+from .errors import UsageError
+from .tape import Diverged, ErrorInfo
+
+TAPE = "tape.jsonl"
+SUMMARY = "run.json"
+DEFAULT_RUNS_DIR = Path(".flowtape") / "runs"
+
+
+class RunSummary(msgspec.Struct, omit_defaults=True):
+    """`run.json`: what listing runs needs, rewritten atomically when the status changes."""
+
+    id: str
+    workflow: str
+    flowFile: str
+    status: str  # running | succeeded | failed | stopped
+    startedAt: str
+    steps: int = 0
+    firings: int = 0
+    finishedAt: str | None = None
+    outputs: Raw = Raw()
+    error: ErrorInfo | None = None
+    resumedFrom: str | None = None
+    resumedAtStep: int | None = None
+    replayStopped: list[Diverged] = []
+    pid: int | None = None
+
+
+_enc = msgspec.json.Encoder()
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_run_id() -> str:
+    """Sorts by time: UTC timestamp to the microsecond, then a short random tail."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+def valid_run_id(run_id: str) -> bool:
+    return bool(run_id) and all(c.isalnum() or c in "-_." for c in run_id) and run_id not in (".", "..")
+
+
+def write_summary(run_dir: Path, summary: RunSummary) -> None:
+    tmp = run_dir / f".{SUMMARY}.{os.getpid()}.tmp"
+    tmp.write_bytes(msgspec.json.format(_enc.encode(summary), indent=2))
+    os.replace(tmp, run_dir / SUMMARY)
+
+
+def read_summary(run_dir: Path) -> RunSummary | None:
+    try:
+        return msgspec.json.decode((run_dir / SUMMARY).read_bytes(), type=RunSummary)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
+    """A run directory, given its path or its id (looked up in the runs directory)."""
+    path = Path(ref)
+    if (path / TAPE).is_file():
+        return path
+    if path.name == TAPE and path.is_file():
+        return path.parent
+    base = runs_dir or DEFAULT_RUNS_DIR
+    if valid_run_id(str(ref)) and (base / str(ref) / TAPE).is_file():
+        return base / str(ref)
+    raise UsageError(f"no run {str(ref)!r}: not a run directory, and no such run id in {base}")
+
+
+def list_runs(runs_dir: Path) -> list[tuple[Path, RunSummary]]:
+    """Runs newest first."""
+    found: list[tuple[Path, RunSummary]] = []
+    if not runs_dir.is_dir():
+        return found
+    for entry in runs_dir.iterdir():
+        summary = read_summary(entry) if entry.is_dir() else None
+        if summary is not None:
+            found.append((entry, summary))
+    found.sort(key=lambda pair: (pair[1].startedAt, pair[1].id), reverse=True)
+    return found

@@ -1,0 +1,263 @@
+"""`run(flow, inputs=...)`: build the flow, open its tape, fire to quiescence, close the tape."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import Raw
+
+from . import __version__
+from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, UsageError
+from .graph import Graph, WorkflowDef
+from .network import LAZY, Item, Network, build_network
+from .replay import ReplayPlan, plan_resume, shape_of
+from .rundir import DEFAULT_RUNS_DIR, SUMMARY, TAPE, RunSummary, new_run_id, now_iso, resolve_run, valid_run_id, write_summary
+from .scheduler import Engine, error_info
+from .tape import Diverged, End, ErrorInfo, Header, TapeWriter, FORMAT_VERSION
+from .values import NotEncodable, decode, encode
+from .verify import outputs_bytes
+
+STOP_GRACE = 10.0
+
+
+@dataclass
+class RunResult:
+    status: str
+    outputs: dict[str, list[Any]]
+    run_id: str
+    run_dir: Path | None
+    steps: int
+    firings: int
+    error: ErrorInfo | None = None
+    replay_stopped: list[Diverged] = field(default_factory=list)
+    leftovers: list[tuple[str, int]] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+
+
+def fingerprint(net: Network) -> str:
+    actors, queues = shape_of(net)
+    shape = [[a.path, a.kind, a.cls] for a in actors], queues
+    return "blake2b:" + hashlib.blake2b(msgspec.json.encode(shape), digest_size=16).hexdigest()
+
+
+def _encode_inputs(inputs: dict[str, Any]) -> dict[str, Item]:
+    seeded: dict[str, Item] = {}
+    for port, value in inputs.items():
+        try:
+            seeded[port] = (value, Raw(encode(value)))
+        except NotEncodable as exc:
+            raise UsageError(f"input {port!r} cannot be recorded on the tape: {exc}") from None
+    return seeded
+
+
+def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
+    for port in inputs:
+        if port not in net.seeds and port not in graph.inputs:
+            names = ", ".join(graph.inputs) or "none"
+            raise UsageError(f"workflow {graph.name} has no input port {port!r} (its inputs: {names})")
+
+
+def _stuck(net: Network) -> tuple[list[tuple[str, int]], list[str]]:
+    leftovers = [(q.id, len(q.items)) for q in net.queues if q.consumer is not None and q.items]
+    stuck: list[str] = []
+    for actor in net.actors:
+        if not actor.inputs or actor.control:
+            continue
+        have = [p for p, q in actor.inputs.items() if q.items]
+        empty = [p for p, q in actor.inputs.items() if not q.items]
+        if have and empty:
+            holding = ", ".join(f"{p!r} holds {len(actor.inputs[p].items)}" for p in have)
+            stuck.append(f"{actor.path} can never fire: it waits on {', '.join(map(repr, empty))} ({holding})")
+    return leftovers, stuck
+
+
+class _Signals:
+    """SIGTERM and Ctrl-C stop the run cleanly: the first asks, a second one interrupts."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.previous: dict[int, Any] = {}
+        self.count = 0
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        self.engine.stop_requested = True
+        if self.count > 1:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def execute(
+    flow: WorkflowDef,
+    inputs: dict[str, Any] | None = None,
+    *,
+    max_workers: int | None = None,
+    runs_dir: Path | str | None = None,
+    run_id: str | None = None,
+    tape: bool = True,
+    durable: bool = False,
+    resume_from: str | Path | None = None,
+    at_step: int | None = None,
+    on_step: Callable[[int, int, str], None] | None = None,
+    on_start: Callable[[str, Path | None], None] | None = None,
+) -> RunResult:
+    """Run `flow` and record it; returns the result whatever the status (failures included)."""
+    if not isinstance(flow, WorkflowDef):
+        raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
+    graph = flow.build()
+    net = build_network(graph)
+    workers = max_workers if max_workers is not None else (graph.max_workers or min(8, (os.cpu_count() or 1) + 2))
+    if workers < 1:
+        raise UsageError("max_workers must be at least 1")
+    runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
+    plan: ReplayPlan | None = None
+    if resume_from is not None:
+        if inputs:
+            raise ResumeRefused("cannot give inputs with a resume: a resumed run starts from the recorded run's inputs")
+        source = resolve_run(resume_from, runs_base)
+        plan = plan_resume(source, at_step, net, graph.name)
+        seeded = {port: (LAZY, Raw(enc)) for port, enc in _raw_inputs(plan.inputs).items()}
+        inputs_raw = plan.inputs
+    else:
+        if at_step is not None:
+            raise UsageError("--at-step needs --resume-from")
+        inputs = dict(inputs or {})
+        _check_inputs(graph, net, inputs)
+        seeded = _encode_inputs(inputs)
+        inputs_raw = Raw(encode({port: item[0] for port, item in seeded.items()})) if seeded else Raw(b"{}")
+    run_id = run_id or new_run_id()
+    if not valid_run_id(run_id):
+        raise UsageError(f"bad run id {run_id!r}: use letters, digits, '-', '_' and '.'")
+    run_dir: Path | None = None
+    writer: TapeWriter | None = None
+    actors, queues = shape_of(net)
+    started = now_iso()
+    summary = RunSummary(
+        id=run_id, workflow=graph.name, flowFile=graph.site.file, status="running", startedAt=started,
+        resumedFrom=plan.source_id if plan else None, resumedAtStep=plan.at_step if plan else None, pid=os.getpid(),
+    )
+    if tape:
+        run_dir = runs_base / run_id
+        try:
+            run_dir.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise UsageError(f"run {run_id!r} already exists in {runs_base}") from None
+        writer = TapeWriter(run_dir / TAPE, durable=durable)
+        writer.write(
+            Header(
+                version=FORMAT_VERSION, runId=run_id, workflow=graph.name, flowFile=graph.site.file,
+                graph=fingerprint(net), actors=actors, queues=queues, inputs=inputs_raw,
+                flowtapeVersion=__version__, startedAt=started, maxWorkers=workers,
+                resumedFrom=summary.resumedFrom, resumedAtStep=summary.resumedAtStep,
+            )
+        )
+        write_summary(run_dir, summary)
+    if on_start is not None:
+        on_start(run_id, run_dir)
+    base_dir = Path(graph.site.file).resolve().parent if graph.site.file and not graph.site.file.startswith("<") else Path.cwd()
+    work_dir = (run_dir / "work") if run_dir is not None else Path.cwd() / ".flowtape" / "work" / run_id
+    engine = Engine(
+        net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
+        covered=plan.covered if plan else None, on_step=on_step,
+    )
+    if plan is not None:
+        plan.install(net)
+    engine.seed({port: [item] for port, item in seeded.items()})
+    interrupted = False
+    with _Signals(engine):
+        try:
+            engine.run()
+        except KeyboardInterrupt:
+            interrupted = True
+            engine.stop_requested = True
+        if engine.stop_requested and not engine.wait_in_flight(STOP_GRACE):
+            interrupted = True
+    return _finish(engine, net, writer, run_dir, summary, interrupted)
+
+
+def _raw_inputs(raw: Raw) -> dict[str, bytes]:
+    decoded = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+    return {port: bytes(value) for port, value in decoded.items()}
+
+
+def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Path | None, summary: RunSummary, interrupted: bool) -> RunResult:
+    with engine.cond:
+        status = "failed" if engine.failure is not None else ("stopped" if engine.stop_requested or interrupted else "succeeded")
+        outputs_items = {port: list(q.items) for port, q in net.outputs.items()}
+        outputs_raw = Raw(outputs_bytes({port: [Raw(bytes(e)) for _, e in items] for port, items in outputs_items.items()}))
+        error = error_info(engine.failure) if engine.failure is not None else None
+        leftovers, stuck = _stuck(net)
+        end = End(
+            status=status, outputs=outputs_raw, steps=engine.steps, firings=engine.seq, finishedAt=now_iso(),
+            error=error, replayStopped=list(engine.diverged), leftovers=leftovers, stuck=stuck,
+        )
+        if writer is not None:
+            writer.write(end)
+            writer.close()
+        engine.tape = None
+    outputs = {port: [decode(bytes(e)) if v is LAZY else v for v, e in items] for port, items in outputs_items.items()}
+    if run_dir is not None:
+        summary.status = status
+        summary.finishedAt = end.finishedAt
+        summary.steps = engine.steps
+        summary.firings = engine.seq
+        summary.outputs = outputs_raw
+        summary.error = error
+        summary.replayStopped = list(engine.diverged)
+        summary.pid = None
+        write_summary(run_dir, summary)
+    return RunResult(
+        status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), leftovers, stuck
+    )
+
+
+def run(
+    flow: WorkflowDef,
+    inputs: dict[str, Any] | None = None,
+    max_workers: int | None = None,
+    *,
+    runs_dir: Path | str | None = None,
+    run_id: str | None = None,
+    tape: bool = True,
+    durable: bool = False,
+    resume_from: str | Path | None = None,
+    at_step: int | None = None,
+    out_dir: Any = None,
+) -> dict[str, list[Any]]:
+    """Run a workflow; returns `{output port: [tokens]}`. Raises RunFailed when an actor fails
+    (the error names its path, firing and line) and RunStopped on Ctrl-C/SIGTERM.
+    `out_dir` is accepted for wfpy compatibility and ignored: runs go to `runs_dir`."""
+    result = execute(
+        flow, inputs, max_workers=max_workers, runs_dir=runs_dir, run_id=run_id, tape=tape, durable=durable,
+        resume_from=resume_from, at_step=at_step,
+    )
+    if result.status == "failed":
+        assert result.error is not None
+        raise RunFailed(
+            result.error.message, result.error.actor or "", result.error.fireCount or 0,
+            result.error.file, result.error.line, result.outputs, str(result.run_dir) if result.run_dir else None,
+        )
+    if result.status == "stopped":
+        raise RunStopped(f"run {result.run_id} was stopped")
+    return result.outputs
+
+
+__all__ = ["run", "execute", "RunResult", "FlowError", "SUMMARY"]

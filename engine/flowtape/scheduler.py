@@ -1,0 +1,598 @@
+"""The scheduler: fires ready actors (in parallel at the top level), records every firing and
+step on the tape as it completes, replays recorded firings, and stops cleanly.
+
+Order: within a pool, the ready actor declared first fires next; loops and ifs fire only when
+nothing else in their pool is ready or running, and nothing else fires while they run."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msgspec import Raw
+
+from .errors import FlowtapeError
+from .firing import GuardFailed, Plan, give_back, select, value_of
+from .firing import execute as execute_action
+from .network import LAZY, Actor, Item, Network, Queue
+from .source import Site, traceback_site
+from .tape import Diverged, ErrorInfo, Firing, Step, TapeWriter
+from .values import NotEncodable, digest, encode, preview
+
+_NONE_ENC = Raw(encode(None))
+
+
+class Pool:
+    """Actors one drain runs: the top level, or one composite's members (a loop body, an if branch)."""
+
+    def __init__(self, members: list[Actor]) -> None:
+        self.heap: list[tuple[int, int]] = []
+        self.members = members
+        self.controls = [a for a in members if a.control]
+        self.idle: list[Actor] = []
+        self.in_flight = 0
+        self.done = False
+
+    def mark(self, actor: Actor) -> None:
+        if not actor.dirty and not actor.control:
+            actor.dirty = True
+            heapq.heappush(self.heap, (actor.index, id(actor)))
+
+
+@dataclass
+class Context:
+    """The top-level firing a nested firing runs inside: it becomes one step."""
+
+    actor: Actor
+    fire_count: int
+    touched: set[Queue] = field(default_factory=set)
+    any_live: bool = False
+
+
+@dataclass
+class Failure:
+    actor: Actor
+    fire_count: int
+    exc: BaseException
+    tb: str
+    raised: Site | None
+
+
+class Engine:
+    def __init__(
+        self,
+        net: Network,
+        *,
+        max_workers: int,
+        tape: TapeWriter | None,
+        work_dir: Path,
+        base_dir: Path,
+        covered: set[tuple[str, int]] | None = None,
+        on_step: Callable[[int, int, str], None] | None = None,
+    ) -> None:
+        self.net = net
+        self.max_workers = max(1, max_workers)
+        self.tape = tape
+        self.work_dir = work_dir
+        self.base_dir = base_dir
+        self.covered = covered or set()
+        self.on_step = on_step
+        self.cond = threading.Condition()
+        self.seq = 0
+        self.steps = 0
+        self.firings = 0
+        self.t0 = time.perf_counter()
+        self.failure: Failure | None = None
+        self.stop_requested = False
+        self.exclusive: threading.Thread | None = None
+        self.diverged: list[Diverged] = []
+        self.top = Pool(net.top)
+        self._by_id = {id(a): a for a in net.actors}
+        for actor in net.actors:
+            if actor.owner is None:
+                actor.pool = self.top
+        for actor in net.actors:
+            if actor.kind == "workflow":
+                actor.pools = {"": Pool(actor.members)}
+                for member in actor.members:
+                    member.pool = actor.pools[""]
+            elif actor.control:
+                actor.pools = {branch: Pool(members) for branch, members in actor.branches.items()}
+                for branch, members in actor.branches.items():
+                    for member in members:
+                        member.pool = actor.pools[branch]
+        for actor in net.actors:
+            actor.pool.mark(actor)
+        self._pools: dict[int, Pool] = {}
+
+    # ---- public ---------------------------------------------------------------------------
+
+    @property
+    def halted(self) -> bool:
+        return self.failure is not None or self.stop_requested
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stop_requested = True
+            self.cond.notify_all()
+
+    def seed(self, port_items: dict[str, list[Item]]) -> None:
+        """Put the run's inputs on the main workflow's input queues."""
+        with self.cond:
+            for port, items in port_items.items():
+                for q in self.net.seeds.get(port, []):
+                    q.items.extend(items)
+                    if q.consumer is not None:
+                        self._mark(q.consumer)
+
+    def run(self) -> None:
+        """Fire until quiescence, failure or stop."""
+        if self.max_workers == 1:
+            with self.cond:
+                self._work(self.top, None)
+            return
+        threads = [threading.Thread(target=self._worker, name=f"flowtape-{i}", daemon=True) for i in range(self.max_workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+
+    def wait_in_flight(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while self.top.in_flight and time.monotonic() < deadline:
+                self.cond.wait(0.05)
+            return self.top.in_flight == 0
+
+    # ---- the drain loop -----------------------------------------------------------------------
+
+    def _worker(self) -> None:
+        with self.cond:
+            self._work(self.top, None)
+
+    def _mark(self, actor: Actor) -> None:
+        actor.pool.mark(actor)
+
+    def _work(self, pool: Pool, ctx: Context | None) -> None:
+        """Run `pool` to quiescence. Called, and returns, with the lock held."""
+        pool.done = False
+        me = threading.current_thread()
+        while True:
+            if self.halted or pool.done:
+                self.cond.notify_all()
+                return
+            if ctx is None and self.exclusive is not None and self.exclusive is not me:
+                self.cond.wait()
+                continue
+            try:
+                actor, plan = self._next(pool)
+            except GuardFailed as exc:
+                self._fail(exc.actor, exc.actor.fire_count + 1, exc.original)
+                continue
+            if actor is None or plan is None:
+                if pool.in_flight == 0:
+                    if self._fire_control(pool, ctx):
+                        continue
+                    if ctx is None and self._give_up_replay():
+                        continue
+                    pool.done = True
+                    self.cond.notify_all()
+                    return
+                self.cond.wait()
+                continue
+            self._fire(actor, plan, pool, ctx)
+
+    def _next(self, pool: Pool) -> tuple[Actor | None, Plan | None]:
+        heap = pool.heap
+        while heap:
+            _, key = heapq.heappop(heap)
+            actor = self._by_id[key]
+            actor.dirty = False
+            if actor.running:
+                continue  # re-marked when its firing completes
+            plan = self._plan(actor)
+            if plan is not None:
+                return actor, plan
+        return None, None
+
+    def _plan(self, actor: Actor) -> Plan | None:
+        pending = actor.replay
+        if pending:
+            plan = self._replay_plan(actor, pending[0])
+            if plan is not None or actor.replay:
+                return plan
+        return select(actor)
+
+    # ---- firing ---------------------------------------------------------------------------------
+
+    def _fire(self, actor: Actor, plan: Plan, pool: Pool, ctx: Context | None) -> None:
+        actor.running = True
+        pool.in_flight += 1
+        fire_count = actor.fire_count + 1
+        start = time.perf_counter()
+        try:
+            if plan.entry is not None:
+                self._commit_replayed(actor, plan, fire_count, ctx, start)
+            elif actor.kind == "workflow":
+                self._fire_subflow(actor, plan, fire_count, ctx, start)
+            else:
+                self._fire_live(actor, plan, fire_count, ctx, start)
+        finally:
+            actor.running = False
+            pool.in_flight -= 1
+            self._mark(actor)
+            self.cond.notify_all()
+
+    def _fire_live(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
+        self.cond.release()
+        error: BaseException | None = None
+        try:
+            outcome = execute_action(actor, plan, self.work_dir, self.base_dir)
+            produced, problem = self._encode_outputs(actor, outcome.outputs)
+            state, state_problem = self._state(actor)
+            chat = Raw(encode(outcome.chat)) if outcome.chat else None
+        except BaseException as exc:  # noqa: BLE001 - any failure of user code fails the run
+            error = exc
+        finally:
+            self.cond.acquire()
+        if error is not None:
+            give_back(plan.takes)
+            self._fail(actor, fire_count, error)
+            return
+        if not plan.takes and not produced and actor.spec is not None and not state:
+            actor.pool.idle.append(actor)  # a source with nothing to give: not a firing
+            return
+        self._commit(actor, fire_count, plan.takes, produced, state, chat, ctx, start, False, problem or state_problem)
+
+    def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
+        produced: dict[int, tuple[Queue, list[Item]]] = {}
+        problem: str | None = None
+        for port, value in outputs:
+            queues = actor.outputs.get(port)
+            if not queues:
+                continue
+            try:
+                enc = Raw(encode(value))
+            except NotEncodable as exc:
+                problem = problem or f"{actor.path}.{port}: {exc}"
+                enc = Raw(encode({"$unencodable": f"{actor.path}#{actor.fire_count + 1}:{id(value)}:{time.time_ns()}"}))
+            for q in queues:
+                entry = produced.get(q.index)
+                if entry is None:
+                    produced[q.index] = (q, [(value, enc)])
+                else:
+                    entry[1].append((value, enc))
+        return list(produced.values()), problem
+
+    def _state(self, actor: Actor) -> tuple[Raw | None, str | None]:
+        """The actor's state after a firing, encoded, when it changed."""
+        spec = actor.spec
+        if spec is None:
+            return None, None
+        skip = spec.parameters
+        state = {k: v for k, v in vars(actor.obj).items() if k not in skip and not k.startswith("_ft_") and k != "chat_history"}
+        try:
+            enc = encode(state)
+        except NotEncodable as exc:
+            return None, f"{actor.path}.{exc}" if str(exc).startswith("_") else f"{actor.path}: {exc}"
+        if enc == actor.state_enc:
+            return None, None
+        actor.state_enc = enc
+        return Raw(enc), None
+
+    def _commit(
+        self,
+        actor: Actor,
+        fire_count: int,
+        takes: list[tuple[Queue, list[Item]]],
+        produced: list[tuple[Queue, list[Item]]],
+        state: Raw | None,
+        chat: Raw | None,
+        ctx: Context | None,
+        start: float,
+        replayed: bool,
+        not_replayable: str | None = None,
+    ) -> None:
+        """Put what a firing produced and write its record (and its step, at the top level)."""
+        actor.fire_count = fire_count
+        self.firings += 1
+        for q, items in produced:
+            q.items.extend(items)
+            if q.consumer is not None:
+                self._mark(q.consumer)
+        pool = actor.pool
+        if pool.idle:
+            for idle in pool.idle:
+                pool.mark(idle)
+            pool.idle.clear()
+        self.seq += 1
+        record = Firing(
+            seq=self.seq,
+            actor=actor.path,
+            fireCount=fire_count,
+            consumed=[(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
+            produced=[(q.index, [e for _, e in items]) for q, items in produced],
+            within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
+            replayed=replayed,
+            notReplayable=not_replayable,
+        )
+        if state is not None:
+            record.state = state
+        if chat is not None:
+            record.chat = chat
+        if ctx is None:
+            touched = {q for q, _ in takes} | {q for q, _ in produced}
+            self._write(record, self._step(actor, fire_count, replayed, touched, start))
+        else:
+            ctx.touched.update(q for q, _ in takes)
+            ctx.touched.update(q for q, _ in produced)
+            if not replayed:
+                ctx.any_live = True
+            self._write(record)
+
+    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float) -> Step:
+        self.steps += 1
+        now = time.perf_counter()
+        if self.on_step is not None:
+            self.on_step(self.steps, self.firings, actor.path)
+        return Step(
+            step=self.steps,
+            actor=actor.path,
+            kind=actor.kind,
+            fireCount=fire_count,
+            journalSeq=self.seq,
+            replayed=replayed,
+            queues=sorted((q.index, len(q.items)) for q in touched),
+            at=int((start - self.t0) * 1e6),
+            dur=int((now - start) * 1e6),
+            line=actor.node.created_at.line,
+        )
+
+    def _write(self, *records: Any) -> None:
+        if self.tape is not None:
+            self.tape.write(*records)
+
+    def _fail(self, actor: Actor, fire_count: int, exc: BaseException) -> None:
+        if self.failure is None:
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            self.failure = Failure(actor, fire_count, exc, tb, traceback_site(exc))
+        self.cond.notify_all()
+
+    # ---- composites -------------------------------------------------------------------------------
+
+    def _fire_subflow(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
+        """A nested workflow: its inputs go to the child's queues, then the child runs to quiescence."""
+        actor.static_used = True
+        produced: dict[int, tuple[Queue, list[Item]]] = {}
+        for q, items in plan.takes:
+            for target in actor.seeds.get(q.port, []):
+                produced.setdefault(target.index, (target, []))[1].extend(items)
+        inner = ctx or Context(actor, fire_count)
+        self._commit_start(actor, fire_count, plan.takes, list(produced.values()), ctx, inner)
+        self._work(actor.pools[""], inner)
+        self._finish_composite(actor, fire_count, ctx, inner, start)
+
+    def _commit_start(
+        self,
+        actor: Actor,
+        fire_count: int,
+        takes: list[tuple[Queue, list[Item]]],
+        produced: list[tuple[Queue, list[Item]]],
+        ctx: Context | None,
+        inner: Context,
+    ) -> None:
+        """A composite's own record, written when it starts: what it took and what it handed in."""
+        covered = (actor.path, fire_count) in self.covered
+        actor.fire_count = fire_count
+        self.firings += 1
+        for q, items in produced:
+            q.items.extend(items)
+            if q.consumer is not None:
+                self._mark(q.consumer)
+        self.seq += 1
+        inner.touched.update(q for q, _ in takes)
+        inner.touched.update(q for q, _ in produced)
+        if not covered:
+            inner.any_live = True
+        self._write(
+            Firing(
+                seq=self.seq,
+                actor=actor.path,
+                fireCount=fire_count,
+                consumed=[(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
+                produced=[(q.index, [e for _, e in items]) for q, items in produced],
+                within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
+                replayed=covered,
+            )
+        )
+
+    def _finish_composite(self, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
+        if ctx is None and not self.halted:
+            self._write(self._step(actor, fire_count, not inner.any_live, inner.touched, start))
+
+    def _fire_control(self, pool: Pool, ctx: Context | None) -> bool:
+        """Fire the first loop or if of `pool` that can fire; nothing else runs meanwhile."""
+        for actor in pool.controls:
+            started = self._control_start(actor)
+            if started is None:
+                continue
+            takes, produced, branch = started
+            fire_count = actor.fire_count + 1
+            start = time.perf_counter()
+            inner = ctx or Context(actor, fire_count)
+            me = threading.current_thread()
+            owner = self.exclusive
+            if ctx is None:
+                self.exclusive = me
+            actor.running = True
+            pool.in_flight += 1
+            try:
+                self._commit_start(actor, fire_count, takes, produced, ctx, inner)
+                if branch is not None and branch in actor.pools:
+                    self._work(actor.pools[branch], inner)
+                self._finish_composite(actor, fire_count, ctx, inner, start)
+            finally:
+                actor.running = False
+                pool.in_flight -= 1
+                if ctx is None:
+                    self.exclusive = owner
+                self.cond.notify_all()
+            return True
+        return False
+
+    def _control_start(self, actor: Actor) -> tuple[list[tuple[Queue, list[Item]]], list[tuple[Queue, list[Item]]], str | None] | None:
+        takes: list[tuple[Queue, list[Item]]] = []
+        if actor.kind == "loop":
+            if actor.iterator is None:
+                source = actor.inputs.get("iter")
+                if source is not None and source.items:
+                    item = source.items.popleft()
+                    takes.append((source, [item]))
+                    iterable = value_of(item)
+                elif not actor.static_used and actor.obj.iterable is not None:
+                    actor.static_used = True
+                    iterable = actor.obj.iterable
+                else:
+                    return None
+                try:
+                    actor.iterator = iter(iterable)
+                except TypeError:
+                    self._fail(actor, actor.fire_count + 1, TypeError(f"loop {actor.path} got a {type(iterable).__name__}, which is not iterable"))
+                    return None
+            try:
+                value = next(actor.iterator)
+            except StopIteration:
+                actor.iterator = None
+                return takes, [(q, [(None, _NONE_ENC)]) for q in actor.outputs.get("out", [])], None
+            except Exception as exc:  # noqa: BLE001 - a failing user iterator fails the run
+                actor.iterator = None
+                self._fail(actor, actor.fire_count + 1, exc)
+                return None
+            enc = self._encode_token(actor, value)
+            return takes, [(q, [(value, enc)]) for q in actor.outputs.get("item", [])], "body"
+        source = actor.inputs.get("cond")
+        if source is not None and source.items:
+            item = source.items.popleft()
+            takes.append((source, [item]))
+            condition = value_of(item)
+            enc = item[1]
+        elif not actor.static_used and actor.obj.condition is not None and source is None:
+            actor.static_used = True
+            condition = actor.obj.condition
+            enc = self._encode_token(actor, condition)
+        else:
+            return None
+        produced = [(q, [(condition, enc)]) for q in actor.outputs.get("out", [])]
+        return takes, produced, "then" if condition else "else"
+
+    def _encode_token(self, actor: Actor, value: Any) -> Raw:
+        try:
+            return Raw(encode(value))
+        except NotEncodable:
+            return Raw(encode({"$unencodable": f"{actor.path}:{id(value)}:{time.time_ns()}"}))
+
+    # ---- replay ---------------------------------------------------------------------------------------
+
+    def _replay_plan(self, actor: Actor, entry: Any) -> Plan | None:
+        """A recorded firing, when its recorded inputs are all there; checks them by digest."""
+        if entry.not_replayable:
+            self._stop_replay(actor, entry, f"notReplayable: {entry.not_replayable}")
+            return None
+        if entry.fire_count != actor.fire_count + 1:
+            self._stop_replay(actor, entry, f"out of order: firing {entry.fire_count} recorded, {actor.fire_count + 1} due")
+            return None
+        for q, count, _ in entry.takes:
+            if len(q.items) < count:
+                return None
+        takes: list[tuple[Queue, list[Item]]] = []
+        for q, count, recorded in entry.takes:
+            items = [q.items.popleft() for _ in range(count)]
+            takes.append((q, items))
+            actual = digest([e for _, e in items])
+            if actual != recorded:
+                give_back(takes)
+                self._stop_replay(actor, entry, "inputs differ", q, recorded, actual, items)
+                return None
+        actor.replay.popleft()
+        return Plan(None, takes, entry=entry)
+
+    def _commit_replayed(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
+        """A replayed firing puts the recorded tokens and restores the recorded state and chat."""
+        entry = plan.entry
+        if entry.state is not None:
+            for key, value in value_of((LAZY, entry.state)).items():
+                setattr(actor.obj, key, value)
+            actor.state_enc = bytes(entry.state)
+        if entry.chat is not None:
+            history = getattr(actor.obj, "chat_history", None)
+            if isinstance(history, list):
+                history.extend(value_of((LAZY, entry.chat)))
+        produced = [(q, [(LAZY, e) for e in encs]) for q, encs in entry.puts]
+        self._commit(actor, fire_count, plan.takes, produced, entry.state, entry.chat, ctx, start, True, None)
+
+    def _stop_replay(
+        self,
+        actor: Actor,
+        entry: Any,
+        reason: str,
+        queue: Queue | None = None,
+        recorded: str | None = None,
+        actual: str | None = None,
+        items: list[Item] | None = None,
+    ) -> None:
+        actor.replay = None
+        record = Diverged(
+            actor=actor.path,
+            fireCount=entry.fire_count,
+            reason=reason,
+            step=self.steps + 1,
+            queue=queue.id if queue is not None else None,
+            recorded=recorded,
+            actual=actual,
+            recordedPreview=entry.preview(queue) if queue is not None else None,
+            actualPreview=_preview_items(items) if items is not None else None,
+        )
+        self.diverged.append(record)
+        self._write(record)
+
+    def _give_up_replay(self) -> bool:
+        """The run went quiet with firings left to replay: those actors carry on live."""
+        left = [a for a in self.net.actors if a.replay]
+        for actor in left:
+            entry = actor.replay[0]
+            self._stop_replay(actor, entry, f"quiescent: the run went quiet with {len(actor.replay)} firing(s) left to replay")
+        for actor in self.net.actors:
+            self._mark(actor)
+        return bool(left)
+
+
+def _preview_items(items: list[Item]) -> str:
+    if len(items) == 1:
+        return preview(value_of(items[0]))
+    return "[" + ", ".join(preview(value_of(i), 30) for i in items) + "]"
+
+
+def error_info(failure: Failure) -> ErrorInfo:
+    actor = failure.actor
+    exc = failure.exc
+    message = str(exc) if isinstance(exc, FlowtapeError) else f"{type(exc).__name__}: {exc}"
+    site = actor.node.created_at
+    where = f" (created at {site.file}:{site.line})" if site.line else ""
+    raised = failure.raised
+    return ErrorInfo(
+        message=f"{actor.path} failed on firing {failure.fire_count}{where}: {message}",
+        actor=actor.path,
+        fireCount=failure.fire_count,
+        file=site.file,
+        line=site.line,
+        raisedFile=raised.file if raised else None,
+        raisedLine=raised.line if raised else None,
+        traceback=failure.tb,
+    )

@@ -1,0 +1,79 @@
+"""What a tape says at a step: the firings of the step, every queue and every actor's state after it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from .errors import UsageError
+from .tape import Firing, Step, Tape
+from .values import preview_json
+from .verify import Rebuild, verify
+
+
+@dataclass
+class StepDetail:
+    step: Step
+    firings: list[Firing]
+    taken: list[tuple[str, list[str]]]
+    put: list[tuple[str, list[str]]]
+    queues: list[tuple[str, int, list[str]]]
+    states: list[tuple[str, str]]
+    chat: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _previews(tokens: list[msgspec.Raw], limit: int = 60) -> list[str]:
+    return [preview_json(msgspec.json.decode(t), limit) for t in tokens]
+
+
+def step_detail(tape: Tape, number: int) -> StepDetail:
+    """Rebuild the run up to step `number` (1-based) and describe it."""
+    header = tape.header
+    total = sum(1 for line in tape.lines if isinstance(line.record, Step))
+    if not 1 <= number <= total:
+        raise UsageError(f"step {number} is out of range: run {header.runId} has steps 1 to {total}")
+    rebuild = Rebuild(header)
+    pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
+    for line in tape.lines[1:]:
+        rebuild.apply(line)
+        record = line.record
+        if isinstance(record, Firing):
+            pending.append((record, rebuild.taken))
+        elif isinstance(record, Step):
+            if record.step == number:
+                return _describe(rebuild, record, pending)
+            pending = []
+    raise UsageError(f"step {number} not found")
+
+
+def _describe(rebuild: Rebuild, step: Step, pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]]) -> StepDetail:
+    names = rebuild.header.queues
+    taken = [(names[i], _previews(tokens)) for f, took in pending for i, tokens in took]
+    put = [(names[i], _previews(tokens)) for f, _ in pending for i, tokens in f.produced]
+    queues = [(names[i], len(q), _previews(list(q)[:5])) for i, q in enumerate(rebuild.queues)]
+    states = [(path, preview_json(msgspec.json.decode(raw), 200)) for path, raw in sorted(rebuild.states.items())]
+    chat = [(f.actor, preview_json(msgspec.json.decode(f.chat), 300)) for f, _ in pending if f.chat]
+    return StepDetail(step, [f for f, _ in pending], taken, put, queues, states, chat)
+
+
+def format_detail(detail: StepDetail) -> str:
+    s = detail.step
+    lines = [f"step {s.step}: {s.actor} ({s.kind}) fire {s.fireCount}, journalSeq {s.journalSeq}" + ("  [replayed]" if s.replayed else "")]
+    lines.append("  took:")
+    lines += [f"    {q}: {', '.join(t)}" for q, t in detail.taken] or ["    nothing"]
+    lines.append("  put:")
+    lines += [f"    {q}: {', '.join(t)}" for q, t in detail.put] or ["    nothing"]
+    lines.append("  queues after the step:")
+    lines += [f"    {q}: {n}" + (f"  [{', '.join(t)}{', …' if n > len(t) else ''}]" if n else "") for q, n, t in detail.queues]
+    lines.append("  actor state after the step:")
+    lines += [f"    {a}: {st}" for a, st in detail.states] or ["    (no state)"]
+    for actor, chat in detail.chat:
+        lines.append(f"  chat added by {actor}: {chat}")
+    return "\n".join(lines)
+
+
+def load(run_dir: Path) -> Tape:
+    tape, _ = verify(run_dir / "tape.jsonl")
+    return tape

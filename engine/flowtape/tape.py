@@ -1,0 +1,243 @@
+"""The tape: one append-only JSONL record of a run, written as it goes, hash-chained.
+
+Every record is a msgspec Struct defined here once; readers and writers share them.
+See docs/tape-format.md for the format."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import Raw
+
+from .errors import TraceCorruption
+
+FORMAT_VERSION = 1
+HASH_KEY = b',"h":"'
+
+
+class ActorInfo(msgspec.Struct, omit_defaults=True):
+    """An actor of the run, once, in the header: what steps and firings refer to by path."""
+
+    path: str
+    kind: str
+    cls: str
+    file: str
+    line: int
+    classFile: str = ""
+    classLine: int = 0
+
+
+class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
+    version: int
+    runId: str
+    workflow: str
+    flowFile: str
+    graph: str
+    actors: list[ActorInfo]
+    queues: list[str]
+    inputs: Raw
+    flowtapeVersion: str
+    startedAt: str
+    maxWorkers: int = 0
+    resumedFrom: str | None = None
+    resumedAtStep: int | None = None
+    h: str = ""
+
+
+class Firing(msgspec.Struct, tag="firing", tag_field="t", omit_defaults=True):
+    """A completed firing: what it took (by digest), what it put, the state after it."""
+
+    seq: int
+    actor: str
+    fireCount: int
+    consumed: list[tuple[int, int, str]] = []  # queue index, count, digest of the tokens
+    produced: list[tuple[int, list[Raw]]] = []  # queue index, encoded tokens
+    state: Raw = Raw()  # present only when the firing changed the state
+    chat: Raw = Raw()  # the chat messages this firing added
+    within: tuple[str, int] | None = None  # the top-level firing this one ran inside
+    replayed: bool = False
+    notReplayable: str | None = None
+    h: str = ""
+
+
+class Step(msgspec.Struct, tag="step", tag_field="t", omit_defaults=True):
+    """A step of the queue trace: one firing of a top-level actor (composite ones included)."""
+
+    step: int
+    actor: str
+    kind: str
+    fireCount: int
+    journalSeq: int
+    replayed: bool = False
+    queues: list[tuple[int, int]] = []  # queue index, size after the step
+    at: int = 0  # microseconds since the run started
+    dur: int = 0  # microseconds
+    line: int = 0
+    h: str = ""
+
+
+class Diverged(msgspec.Struct, tag="diverged", tag_field="t", omit_defaults=True):
+    """Replay stopped for one actor: its inputs differed, or it could not be replayed."""
+
+    actor: str
+    fireCount: int
+    reason: str
+    step: int
+    queue: str | None = None
+    recorded: str | None = None
+    actual: str | None = None
+    recordedPreview: str | None = None
+    actualPreview: str | None = None
+    h: str = ""
+
+
+class ErrorInfo(msgspec.Struct, omit_defaults=True):
+    message: str
+    actor: str | None = None
+    fireCount: int | None = None
+    file: str | None = None
+    line: int | None = None
+    raisedFile: str | None = None
+    raisedLine: int | None = None
+    traceback: str | None = None
+
+
+class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
+    status: str  # succeeded | failed | stopped
+    outputs: Raw
+    steps: int
+    firings: int
+    finishedAt: str
+    error: ErrorInfo | None = None
+    replayStopped: list[Diverged] = []
+    leftovers: list[tuple[str, int]] = []
+    stuck: list[str] = []
+    h: str = ""
+
+
+Record = Header | Firing | Step | Diverged | End
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Record)
+
+
+def chain(previous: str, body: bytes) -> str:
+    return hashlib.blake2b(previous.encode() + body, digest_size=8).hexdigest()
+
+
+def seal(record: msgspec.Struct, previous: str) -> tuple[bytes, str]:
+    """The record's line, its hash chained to the previous record's, as the last field."""
+    body = _encoder.encode(record)
+    h = chain(previous, body)
+    return body[:-1] + HASH_KEY + h.encode() + b'"}\n', h
+
+
+class TapeWriter:
+    """Appends sealed records; each write reaches the OS at once (and the disk with `durable`)."""
+
+    def __init__(self, path: Path, durable: bool = False) -> None:
+        self.path = path
+        self.durable = durable
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._last = ""
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def write(self, *records: msgspec.Struct) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            parts = []
+            for record in records:
+                line, self._last = seal(record, self._last)
+                parts.append(line)
+            os.write(self._fd, b"".join(parts))
+            if self.durable:
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                os.close(self._fd)
+
+
+@dataclass
+class Line:
+    number: int
+    raw: bytes
+    record: Record
+
+
+@dataclass
+class Tape:
+    """A tape as read: its records in order, and whether its last line was torn."""
+
+    path: Path
+    lines: list[Line]
+    torn: bool = False
+
+    @property
+    def header(self) -> Header:
+        first = self.lines[0].record if self.lines else None
+        if not isinstance(first, Header):
+            raise TraceCorruption("the first record is not a header", 1, "header first")
+        return first
+
+    @property
+    def end(self) -> End | None:
+        last = self.lines[-1].record if self.lines else None
+        return last if isinstance(last, End) else None
+
+    def records(self) -> Iterator[Record]:
+        return (line.record for line in self.lines)
+
+    def steps(self) -> list[Step]:
+        return [r for r in self.records() if isinstance(r, Step)]
+
+    def firings(self) -> list[Firing]:
+        return [r for r in self.records() if isinstance(r, Firing)]
+
+
+def read_tape(path: Path | str, warn: bool = True) -> Tape:
+    """Read every complete record. A torn last line (a crash mid-write) is dropped with a warning;
+    anything unreadable before it is corruption."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TraceCorruption(f"no tape at {path}") from None
+    raw_lines = data.split(b"\n")
+    torn = False
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    elif raw_lines:
+        torn = True  # no newline: the writer died mid-line
+    lines: list[Line] = []
+    last = len(raw_lines)
+    for number, raw in enumerate(raw_lines, start=1):
+        if torn and number == last:
+            break
+        try:
+            record = _decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TraceCorruption(f"unreadable record ({exc})", number, "well-formed records") from None
+        lines.append(Line(number, raw, record))
+    if torn and warn:
+        print(f"flowtape: warning: {path}: ignoring a torn last line (the run was cut off mid-write)", file=sys.stderr)
+    return Tape(path, lines, torn)
+
+
+def encode_record(record: msgspec.Struct) -> bytes:
+    return _encoder.encode(record)
+
+
+def to_builtins(record: Any) -> Any:
+    return msgspec.to_builtins(record)

@@ -1,0 +1,99 @@
+"""External processes: `@tool` actors and `@tool` functions."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .model import TaskSpec, ToolConfig
+
+_PLACEHOLDER = re.compile(r"\{(in|out|param)(?:\.(\w+))?\}")
+
+
+class ToolFailed(RuntimeError):
+    """The tool exited non-zero or could not start; the message carries the end of its stderr."""
+
+
+def _substitute(template: str, inputs: dict[str, Any], outputs: dict[str, str], params: dict[str, Any]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        kind, name = match.group(1), match.group(2)
+        table: dict[str, Any] = {"in": inputs, "out": outputs, "param": params}[kind]
+        if name is None:
+            if len(table) != 1:
+                raise ToolFailed(f"placeholder {{{kind}}} needs exactly one {kind} port; use {{{kind}.NAME}}")
+            return str(next(iter(table.values())))
+        if name not in table:
+            raise ToolFailed(f"placeholder {match.group(0)} names no {kind} port or parameter")
+        return str(table[name])
+
+    return _PLACEHOLDER.sub(replace, template)
+
+
+def _tail(text: str, lines: int = 8) -> str:
+    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
+    return "\n".join(kept)
+
+
+def run_tool(
+    spec: TaskSpec, obj: Any, inputs: dict[str, Any], work_dir: Path, base_dir: Path, stem: str
+) -> dict[str, Any]:
+    """One firing of a tool actor: run the command; each output port gets the path it wrote."""
+    config = spec.tool
+    assert config is not None
+    params = {name: getattr(obj, name, "") for name in spec.parameters}
+    work_dir.mkdir(parents=True, exist_ok=True)
+    outputs = {port: str(work_dir / f"{stem}__{port}{p.ext}") for port, p in spec.outputs.items()}
+    cmd = _substitute(config.cmd, inputs, outputs, params)
+    args = [_substitute(a, inputs, outputs, params) for a in config.args]
+    cwd = Path(config.cwd) if config.cwd else base_dir
+    if not cwd.is_absolute():
+        cwd = base_dir / cwd
+    executable = shutil.which(cmd, path=os.environ.get("PATH")) or (cmd if os.path.exists(cmd) else None)
+    if executable is None and not config.shell:
+        raise ToolFailed(f"tool command {cmd!r} not found on PATH")
+    argv: list[str] | str = [executable or cmd, *args]
+    if config.shell:
+        argv = shlex.join(argv)
+    env = {**os.environ, **config.env}
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, shell=config.shell, capture_output=True, text=True,
+            errors="replace", timeout=config.timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolFailed(f"tool {cmd!r} timed out after {config.timeout}s") from None
+    if proc.returncode != 0:
+        said = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
+        raise ToolFailed(f"tool {cmd!r} exited with code {proc.returncode}: {said}")
+    return outputs
+
+
+def function_tool(fn: Callable[..., Any], config: ToolConfig) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`@tool(cmd=..., args=[...])` on a function: calling it runs the command with `{name}` filled."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+
+        def fill(template: str) -> str:
+            return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), template)
+
+        argv = [fill(config.cmd), *(fill(a) for a in config.args)]
+        return subprocess.run(
+            shlex.join(argv) if config.shell else argv,
+            cwd=config.cwd, env={**os.environ, **config.env}, shell=config.shell,
+            capture_output=True, text=True, timeout=config.timeout,
+        )
+
+    return call

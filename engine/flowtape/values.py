@@ -1,0 +1,506 @@
+"""Tagged JSON for tape values: encode, decode, digest and preview tokens and actor state.
+
+The tape must stay readable by tools that do not have the flow's code, so values are stored as
+plain JSON with small ``{"$t": tag, "v": payload}`` objects for whatever JSON cannot express.
+Pickle is never used, and decoding only looks classes up in modules that are already imported:
+reading a tape must never import a module or run code named by the data.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from enum import Enum
+from pathlib import Path, PurePath
+from types import BuiltinFunctionType
+from typing import Any, cast
+from uuid import UUID
+
+import msgspec
+
+__all__ = ["NotEncodable", "Opaque", "canonical", "decode", "digest", "digest_values", "encode",
+           "from_json", "preview", "preview_json", "to_json"]
+
+TAG = "$t"
+MAX_DEPTH = 200
+# A reusable Encoder skips per-call option parsing; sorted keys make equal values byte-identical.
+_enc: Callable[[object], bytes] = msgspec.json.Encoder(order="sorted").encode
+_dec: Callable[[bytes | str], Any] = msgspec.json.Decoder().decode
+_SCALAR = frozenset({str, int, bool, type(None)})
+_NUMBERS = frozenset({int, bool, float})
+_STR = frozenset({str})
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes made by `class` statements (and some C types)
+_NO_INSTANTIATE = 1 << 7  # Py_TPFLAGS_DISALLOW_INSTANTIATION
+_DEFAULT_PATH = type(Path())
+_NICE_NAMES: dict[type, str] = {type(threading.Lock()): "Lock"}
+_MISSING = object()
+
+
+class NotEncodable(Exception):
+    """A value (or something inside it) cannot be put on the tape; ``path`` says where."""
+
+    def __init__(self, what: str, path: str = "") -> None:
+        super().__init__(f"{path}: {what}" if path else what)
+        self.what = what
+        self.path = path
+
+    def with_prefix(self, prefix: str) -> NotEncodable:
+        # Paths are built while unwinding, so the happy path never pays for string formatting.
+        return NotEncodable(self.what, prefix + self.path)
+
+
+class Opaque:
+    """A tagged value whose class is not loaded; keeps the raw JSON so it re-encodes unchanged."""
+
+    __slots__ = ("cls", "data", "raw")
+
+    def __init__(self, cls: str, data: object = None, raw: dict[str, Any] | None = None) -> None:
+        self.cls = cls
+        self.data = data
+        self.raw = raw
+
+    def __repr__(self) -> str:
+        return f"<{self.cls}>" if self.data is None else f"<{self.cls} {preview(self.data, 60)}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Opaque):
+            return NotImplemented
+        return (self.cls, self.data) == (other.cls, other.data)
+
+    def __hash__(self) -> int:
+        # Opaques land in sets and dict keys (e.g. unloaded enum members); data is often a dict.
+        return hash((self.cls, self.data)) if type(self.data) is str else hash(self.cls)
+
+
+def _cannot(t: type, why: str = "") -> NotEncodable:
+    return NotEncodable(f"a {_NICE_NAMES.get(t, t.__name__)} cannot be saved{why}")
+
+
+def _lookup(ref: object) -> type | None:
+    """Resolve "module:Qualname" through sys.modules only, never importing anything."""
+    if not isinstance(ref, str):
+        return None
+    mod_name, _, qual = ref.partition(":")
+    obj: object = sys.modules.get(mod_name)
+    if obj is None or not qual:
+        return None
+    for part in qual.split("."):
+        try:  # vars() rather than getattr: a module-level __getattr__ could import or run code
+            obj = vars(obj).get(part)
+        except TypeError:
+            return None
+    return obj if isinstance(obj, type) else None
+
+
+_REFS: dict[type, str] = {}
+_PLANS: dict[type, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {}
+
+
+def _ref(t: type) -> str:
+    ref = _REFS.get(t)
+    if ref is None:
+        qual = t.__qualname__
+        if "<locals>" in qual:
+            raise _cannot(t, " (its class is defined inside a function)")
+        ref = f"{t.__module__}:{qual}"
+        # Fail now rather than write a tape whose values would all decode as Opaque later.
+        if _lookup(ref) is None:
+            raise _cannot(t, f" (class {ref} cannot be found by name)")
+        _REFS[t] = ref
+    return ref
+
+
+def _plan(t: type) -> tuple[str, tuple[str, ...] | None, tuple[str, ...]]:
+    """Per-class (ref, dataclass fields, slots), after checking object.__new__ can rebuild it."""
+    plan = _PLANS.get(t)
+    if plan is not None:
+        return plan
+    slots: list[str] = []
+    for c in t.__mro__[:-1]:
+        # State kept in C fields (locks, files, sockets, generators...) is invisible to us and
+        # could not be restored, so only pure-Python class chains are accepted.
+        flags = c.__flags__
+        if (not flags & _HEAPTYPE or flags & _NO_INSTANTIATE
+                or isinstance(vars(c).get("__new__"), BuiltinFunctionType)):
+            raise _cannot(t)
+        names = vars(c).get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{c.__name__.lstrip('_')}{name}"  # private slots are name-mangled
+            if name not in ("__dict__", "__weakref__"):
+                slots.append(name)
+    fields = tuple(f.name for f in dataclasses.fields(t)) if dataclasses.is_dataclass(t) else None
+    plan = _PLANS[t] = (_ref(t), fields, tuple(slots))
+    return plan
+
+
+def _plain(v: Any, depth: int) -> bool:
+    """True when msgspec can write v as is; this check is the whole cost of the common case."""
+    t = type(v)
+    if t in _SCALAR:
+        return True
+    if t is float:
+        return bool(v - v == 0.0)  # false for nan and +-inf
+    if depth >= MAX_DEPTH:
+        return False  # also ends cycles; the slow path reports them properly
+    if t is list:
+        if len(v) > 32:  # set(map(type, ...)) runs in C: worth its setup cost on long lists
+            kinds = set(map(type, v))
+            if kinds <= _SCALAR:
+                return True
+            if kinds <= _NUMBERS:
+                try:  # any nan or inf makes the sum non-finite; a false alarm takes the slow path
+                    total = sum(v)
+                except OverflowError:
+                    return False
+                return bool(total - total == 0)
+        items = v
+    elif t is dict and TAG not in v:
+        for k in v:
+            if type(k) is not str:
+                return False
+        items = v.values()
+    else:
+        return False
+    for x in items:
+        tx = type(x)
+        if tx not in _SCALAR and not (tx is float and x - x == 0.0) and not _plain(x, depth + 1):
+            return False
+    return True
+
+
+def _conv(v: Any, depth: int, active: set[int]) -> object:
+    t = type(v)
+    if t in _SCALAR:
+        return v
+    if t is float:
+        return v if v - v == 0.0 else {TAG: "float", "v": repr(v)}
+    if depth >= MAX_DEPTH:
+        raise NotEncodable(f"a value nested deeper than {MAX_DEPTH} levels cannot be saved")
+    key = id(v)
+    if key in active:
+        raise NotEncodable("a cycle cannot be saved (the value contains itself)")
+    active.add(key)
+    try:
+        fn = _BY_TYPE.get(t)
+        return fn(v, depth + 1, active) if fn is not None else _conv_other(v, t, depth + 1, active)
+    finally:
+        active.discard(key)
+
+
+def _list(items: Iterable[Any], d: int, active: set[int]) -> list[object]:
+    out: list[object] = []
+    try:
+        for x in items:
+            out.append(x if type(x) in _SCALAR else _conv(x, d, active))
+    except NotEncodable as e:
+        raise e.with_prefix(f"[{len(out)}]") from None
+    return out
+
+
+def _dict(v: dict[Any, Any], d: int, active: set[int], attrs: bool = False) -> object:
+    # Pair form keeps non-str keys and keeps user dicts from ever looking like tags; pairs are
+    # sorted by encoded key so equal dicts encode identically whatever their insertion order.
+    plain = TAG not in v and all(type(k) is str for k in v)
+    out: dict[str, object] = {}
+    pairs: list[tuple[bytes, list[object]]] = []
+    k: Any = None
+    in_key = False
+    try:
+        for k, x in v.items():
+            if plain:
+                out[k] = x if type(x) in _SCALAR else _conv(x, d, active)
+                continue
+            in_key = True
+            ck = _conv(k, d, active)
+            in_key = False
+            pairs.append((_enc(ck), [ck, _conv(x, d, active)]))
+    except NotEncodable as e:
+        where = "[<key>]" if in_key else f".{k}" if attrs and type(k) is str else f"[{preview(k, 40)}]"
+        raise e.with_prefix(where) from None
+    if plain:
+        return out
+    pairs.sort(key=lambda p: p[0])
+    return {TAG: "dict", "v": [p for _, p in pairs]}
+
+
+def _set(v: set[Any] | frozenset[Any], d: int, active: set[int]) -> object:
+    items = _list(v, d, active)
+    items.sort(key=_enc)  # set iteration order depends on hashing; the tape must not
+    return {TAG: "set" if type(v) is set else "frozenset", "v": items}
+
+
+def _clock(tag: str, v: datetime | time) -> object:
+    # isoformat drops fold, which decides which of a repeated (DST) hour is meant.
+    return {TAG: tag, "v": v.isoformat(), "fold": 1} if v.fold else {TAG: tag, "v": v.isoformat()}
+
+
+def _b64(v: bytes | bytearray) -> str:
+    return base64.b64encode(v).decode("ascii")
+
+
+_BY_TYPE: dict[type, Callable[[Any, int, set[int]], object]] = {
+    list: _list,
+    dict: _dict,
+    tuple: lambda v, d, a: {TAG: "tuple", "v": _list(v, d, a)},
+    set: _set,
+    frozenset: _set,
+    bytes: lambda v, d, a: {TAG: "bytes", "v": _b64(v)},
+    bytearray: lambda v, d, a: {TAG: "bytearray", "v": _b64(v)},
+    complex: lambda v, d, a: {TAG: "complex", "v": [_conv(v.real, d, a), _conv(v.imag, d, a)]},
+    datetime: lambda v, d, a: _clock("datetime", v),
+    time: lambda v, d, a: _clock("time", v),
+    date: lambda v, d, a: {TAG: "date", "v": v.isoformat()},
+    timedelta: lambda v, d, a: {TAG: "timedelta", "v": [v.days, v.seconds, v.microseconds]},
+    Decimal: lambda v, d, a: {TAG: "decimal", "v": str(v)},
+    UUID: lambda v, d, a: {TAG: "uuid", "v": str(v)},
+}
+
+
+def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
+    if isinstance(v, Enum):
+        return {TAG: "enum", "cls": _ref(t), "v": v.name}
+    if issubclass(t, type):  # not isinstance(v, type): list[int] claims to be a type
+        return {TAG: "type", "v": _ref(v)}
+    if isinstance(v, PurePath):
+        if t is _DEFAULT_PATH:
+            return {TAG: "path", "v": str(v)}
+        return {TAG: "path", "v": str(v), "cls": _ref(t)}
+    if t is Opaque:
+        if v.raw is None:
+            raise NotEncodable("an Opaque without its original data cannot be saved")
+        return v.raw
+    if isinstance(v, tuple) and hasattr(t, "_fields"):  # NamedTuple: must come back as its class
+        return {TAG: "namedtuple", "cls": _ref(t), "v": _list(v, d, active)}
+    if isinstance(v, BaseException):
+        out: dict[str, object] = {TAG: "exc", "cls": _ref(t), "v": _list(v.args, d, active)}
+        if v.__dict__:
+            out["d"] = _dict(v.__dict__, d, active, attrs=True)
+        return out
+    ref, fields, slots = _plan(t)
+    if fields is not None:
+        # Unset init=False fields and empty slots are skipped rather than failing.
+        got = {n: x for n in fields if (x := getattr(v, n, _MISSING)) is not _MISSING}
+        return {TAG: "dataclass", "cls": ref, "v": _dict(got, d, active, attrs=True)}
+    out = {TAG: "object", "cls": ref, "v": _dict(getattr(v, "__dict__", {}), d, active, attrs=True)}
+    if slots:
+        got = {n: x for n in slots if (x := getattr(v, n, _MISSING)) is not _MISSING}
+        out["slots"] = _dict(got, d, active, attrs=True)
+    return out
+
+
+def to_json(value: object) -> object:
+    """Convert value to JSON-native data, tagging whatever JSON cannot hold."""
+    return value if _plain(value, 0) else _conv(value, 0, set())
+
+
+def encode(value: object) -> bytes:
+    """Canonical bytes: equal values (by content, not insertion order) give identical bytes."""
+    return _enc(value if _plain(value, 0) else _conv(value, 0, set()))
+
+
+def canonical(data: object) -> bytes:
+    """Re-encode already-tagged JSON data; canonical(json.loads(encode(v))) == encode(v)."""
+    return _enc(data)
+
+
+def from_json(data: Any) -> object:
+    """Inverse of to_json."""
+    t = type(data)
+    if t is list:
+        return [x if type(x) in _SCALAR else from_json(x) for x in data]
+    if t is not dict:
+        return data
+    if TAG not in data:
+        return {k: from_json(x) for k, x in data.items()}
+    tag = data[TAG]
+    if not isinstance(tag, str):
+        raise ValueError(f"malformed tagged value: {tag!r} is not a tag")
+    try:
+        return _untag(tag, data)
+    except (TypeError, KeyError, AttributeError, IndexError) as e:
+        raise ValueError(f"malformed {tag!r} value: {e}") from e
+
+
+def decode(raw: bytes | str) -> object:
+    """Inverse of encode."""
+    data = _dec(raw)
+    # No "$t" and no \u escape (which could spell one) means there is no tag to undo.
+    plain = ("$t" not in raw and "\\u" not in raw) if isinstance(raw, str) else (
+        b"$t" not in raw and b"\\u" not in raw)
+    return data if plain else from_json(data)
+
+
+# Tags decoded with the standard library alone: no class lookup, so previews may use them too.
+_LEAVES: dict[str, Callable[[Any], object]] = {
+    "float": float,
+    "bytes": lambda v: base64.b64decode(v, validate=True),
+    "bytearray": lambda v: bytearray(base64.b64decode(v, validate=True)),
+    "complex": lambda v: complex(cast(float, from_json(v[0])), cast(float, from_json(v[1]))),
+    "date": date.fromisoformat,
+    "timedelta": lambda v: timedelta(*v),
+    "decimal": Decimal,
+    "uuid": UUID,
+}
+
+
+def _untag(tag: str, d: dict[str, Any]) -> object:
+    v: Any = d.get("v")
+    if tag == "tuple":
+        return tuple([from_json(x) for x in v])
+    if tag == "dict":
+        return {from_json(k): from_json(x) for k, x in v}
+    if tag == "set":
+        return {from_json(x) for x in v}
+    if tag == "frozenset":
+        return frozenset([from_json(x) for x in v])
+    leaf = _LEAVES.get(tag)
+    if leaf is not None:
+        return leaf(v)
+    if tag == "datetime" or tag == "time":
+        got = (datetime if tag == "datetime" else time).fromisoformat(v)
+        return got.replace(fold=1) if d.get("fold") else got
+    if tag == "path" and "cls" not in d:
+        return Path(v)
+    if tag == "type":
+        found = _lookup(v)
+        return found if found is not None else Opaque(str(v), None, d)
+    ref = d.get("cls")
+    if not isinstance(ref, str):
+        ref = f"?{tag}"  # unknown tag from a newer writer: keep it as Opaque, never guess
+    payload = from_json(v)
+    extra: Any = from_json(d.get("slots") or d.get("d") or {})
+    cls = _lookup(ref)
+    if cls is not None:
+        try:
+            return _rebuild(tag, cls, payload, extra)
+        except (TypeError, AttributeError, KeyError, ValueError):
+            pass  # the loaded class no longer fits the data: show it rather than fail the tape
+    if extra and isinstance(payload, dict):
+        payload = {**payload, **extra}
+    return Opaque(ref, payload, d)
+
+
+def _rebuild(tag: str, cls: type, payload: Any, extra: dict[str, Any]) -> object:
+    # object.__new__ + object.__setattr__: no __init__/__post_init__ runs and frozen classes work.
+    if tag == "enum" and issubclass(cls, Enum):
+        return cls.__members__[payload]
+    if tag == "path" and issubclass(cls, PurePath):
+        return cls(payload)
+    if tag == "namedtuple" and issubclass(cls, tuple):
+        return tuple.__new__(cls, payload)
+    if tag == "exc" and issubclass(cls, BaseException):
+        exc = cls.__new__(cls, *payload)  # __new__ only sets args; OSError needs its own
+        exc.args = tuple(payload)
+        exc.__dict__.update(extra)
+        return exc
+    if tag in ("dataclass", "object"):
+        obj: Any = object.__new__(cls)
+        if tag == "dataclass":
+            extra = {**payload, **extra}
+        elif payload:
+            object.__getattribute__(obj, "__dict__").update(payload)
+        for k, x in extra.items():
+            object.__setattr__(obj, k, x)
+        return obj
+    raise TypeError(f"{tag} does not fit {cls!r}")
+
+
+def digest(raw_items: Iterable[bytes]) -> str:
+    """16 hex chars over the encoded tokens as one JSON list."""
+    return hashlib.blake2b(b"[" + b",".join(raw_items) + b"]", digest_size=8).hexdigest()
+
+
+def digest_values(values: Iterable[object]) -> str:
+    return digest(encode(v) for v in values)
+
+
+def _cut(s: str, limit: int) -> str:
+    if "\n" in s:
+        s = " ".join(s.split())  # previews live on one line
+    return s if len(s) <= limit else s[: max(limit - 1, 0)] + "…"
+
+
+def _join(parts: Iterable[str], open_: str, close: str, limit: int) -> str:
+    # parts is lazy: stop rendering children once the preview is already too long.
+    out = open_
+    for i, p in enumerate(parts):
+        out += f", {p}" if i else p
+        if len(out) > limit:
+            return out
+    return out + close
+
+
+_SHAPES: dict[object, tuple[str, str]] = {
+    list: ("[", "]"), tuple: ("(", ")"), set: ("{", "}"), frozenset: ("frozenset({", "})"),
+    "tuple": ("(", ")"), "set": ("{", "}"), "frozenset": ("frozenset({", "})"),
+}
+
+
+def _show(x: Any, limit: int, depth: int, tagged: bool) -> str:
+    """Render Python values (tagged=False) or tagged JSON (tagged=True) like repr, lazily."""
+    t = type(x)
+    if depth > 12:
+        return "…"
+    if t is str or t is bytes or t is bytearray:
+        return repr(x[: limit + 1])  # slicing first: a huge string is never copied whole
+    if t in _SHAPES and x:
+        open_, close = _SHAPES[t]
+        close = ",)" if t is tuple and len(x) == 1 else close
+        return _join((_show(y, limit, depth + 1, tagged) for y in x), open_, close, limit)
+    if t is not dict:
+        return repr(x)
+    if tagged and TAG in x:
+        try:
+            return _show_tag(x[TAG], x, x.get("v"), limit, depth + 1)
+        except Exception:
+            return _enc(x).decode()  # unknown or malformed: compact JSON says the most
+    pairs = (f"{_show(k, limit, depth + 1, tagged)}: {_show(y, limit, depth + 1, tagged)}"
+             for k, y in x.items())
+    return _join(pairs, "{", "}", limit)
+
+
+def _show_tag(tag: str, x: dict[str, Any], v: Any, limit: int, depth: int) -> str:
+    name = str(x.get("cls", "")).rpartition(":")[2]
+    if tag in _LEAVES or tag in ("datetime", "time"):
+        return _show(_untag(tag, x), limit, depth, False)  # stdlib-only decoding, nothing to run
+    if tag in _SHAPES or tag in ("namedtuple", "exc"):
+        if not v and tag in ("set", "frozenset"):
+            return f"{tag}()"
+        open_, close = _SHAPES.get(tag, (f"{name}(", ")"))
+        close = ",)" if tag == "tuple" and len(v) == 1 else close
+        return _join((_show(y, limit, depth, True) for y in v), open_, close, limit)
+    if tag == "dict":
+        pairs = (f"{_show(k, limit, depth, True)}: {_show(y, limit, depth, True)}" for k, y in v)
+        return _join(pairs, "{", "}", limit)
+    if tag == "path":
+        return f"{name or 'Path'}({v!r})"
+    if tag == "enum":
+        return f"{name}.{v}"
+    if tag == "type":
+        return f"<class '{str(v).replace(':', '.')}'>"
+    if tag in ("dataclass", "object") and type(v) is dict and TAG not in v:
+        return _join((f"{k}={_show(y, limit, depth, True)}" for k, y in v.items()), f"{name}(", ")", limit)
+    raise ValueError(tag)
+
+
+def preview(value: object, limit: int = 80) -> str:
+    """Short one-line repr-like text; never raises."""
+    try:
+        return _cut(_show(value, limit, 0, False), limit)
+    except Exception:
+        return _cut(f"<{type(value).__name__}>", limit)
+
+
+def preview_json(data: object, limit: int = 80) -> str:
+    """Preview tagged JSON without decoding it (its classes may not be loaded); never raises."""
+    try:
+        return _cut(_show(data, limit, 0, True), limit)
+    except Exception:
+        return _cut(f"<{type(data).__name__}>", limit)

@@ -1,0 +1,160 @@
+"""Rebuilding a run from its tape, without running anything, and refusing tapes that cannot
+support their own story (`TraceCorruption` names the line and the rule)."""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+
+import msgspec
+from msgspec import Raw
+
+from .errors import TraceCorruption
+from .tape import HASH_KEY, Diverged, End, Firing, Header, Line, Step, Tape, chain, read_tape
+from .values import canonical, digest
+
+
+class Rebuild:
+    """Applies records one by one, checking every invariant, and keeps the run's state."""
+
+    def __init__(self, header: Header) -> None:
+        self.header = header
+        self.queues: list[deque[Raw]] = [deque() for _ in header.queues]
+        self.actors = {a.path: a for a in header.actors}
+        self.fire_counts: dict[str, int] = {}
+        self.states: dict[str, Raw] = {}
+        self.chats: dict[str, list[Raw]] = {}
+        self.seq = 0
+        self.step = 0
+        self.taken: list[tuple[int, list[Raw]]] = []
+        self.ended: End | None = None
+        self.diverged: list[Diverged] = []
+        inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw]) if header.inputs else {}
+        for index, qid in enumerate(header.queues):
+            if qid.startswith("$.") and "->" in qid:
+                port = qid[2 : qid.index("->")]
+                if port in inputs:
+                    self.queues[index].append(Raw(bytes(inputs[port])))
+
+    def apply(self, line: Line) -> None:
+        record = line.record
+        n = line.number
+        if self.ended is not None:
+            raise TraceCorruption("a record after the end record", n, "the end record is last")
+        if isinstance(record, Header):
+            raise TraceCorruption("a second header", n, "one header, first")
+        if isinstance(record, Firing):
+            self._firing(record, n)
+        elif isinstance(record, Step):
+            self._step(record, n)
+        elif isinstance(record, Diverged):
+            self.diverged.append(record)
+        elif isinstance(record, End):
+            self._end(record, n)
+
+    def _firing(self, f: Firing, n: int) -> None:
+        if f.seq != self.seq + 1:
+            raise TraceCorruption(f"seq {f.seq} follows seq {self.seq}", n, "seq increases by one")
+        if f.actor not in self.actors:
+            raise TraceCorruption(f"unknown actor {f.actor!r}", n, "firings name actors of the header")
+        expected = self.fire_counts.get(f.actor, 0) + 1
+        if f.fireCount != expected:
+            raise TraceCorruption(
+                f"{f.actor} fireCount {f.fireCount}, expected {expected}", n, "fireCount is one more than the actor's previous"
+            )
+        taken: list[tuple[int, list[Raw]]] = []
+        for index, count, recorded in f.consumed:
+            q = self._queue(index, n)
+            if len(q) < count:
+                raise TraceCorruption(
+                    f"{f.actor} takes {count} token(s) from {self.header.queues[index]} which holds {len(q)}",
+                    n, "nothing is taken that was never put",
+                )
+            items = [q.popleft() for _ in range(count)]
+            if digest(items) != recorded:
+                raise TraceCorruption(
+                    f"{f.actor} took from {self.header.queues[index]} tokens whose digest is {digest(items)}, "
+                    f"not the recorded {recorded}",
+                    n, "consumed digests match the tokens produced into the queue, in FIFO order",
+                )
+            taken.append((index, items))
+        for index, tokens in f.produced:
+            q = self._queue(index, n)
+            q.extend(tokens)
+        self.taken = taken
+        self.seq = f.seq
+        self.fire_counts[f.actor] = f.fireCount
+        if f.state:
+            self.states[f.actor] = f.state
+        if f.chat:
+            self.chats.setdefault(f.actor, []).append(f.chat)
+
+    def _queue(self, index: int, n: int) -> deque[Raw]:
+        if not 0 <= index < len(self.queues):
+            raise TraceCorruption(f"queue index {index} is not in the header", n, "queues are those of the header")
+        return self.queues[index]
+
+    def _step(self, s: Step, n: int) -> None:
+        if s.step != self.step + 1:
+            raise TraceCorruption(f"step {s.step} follows step {self.step}", n, "step increases by one")
+        if not 0 < s.journalSeq <= self.seq or s.journalSeq != self.seq:
+            raise TraceCorruption(
+                f"journalSeq {s.journalSeq} but the last firing written is {self.seq}", n, "journalSeq names the last firing before the step"
+            )
+        if self.fire_counts.get(s.actor, 0) < s.fireCount:
+            raise TraceCorruption(
+                f"step names {s.actor} firing {s.fireCount}, which is not recorded", n, "steps name completed firings"
+            )
+        self.step = s.step
+
+    def _end(self, e: End, n: int) -> None:
+        rebuilt = self.outputs_raw()
+        if bytes(e.outputs) != rebuilt:
+            raise TraceCorruption("the end record's outputs differ from the rebuilt outputs", n, "the end agrees with the rebuilt run")
+        if e.steps != self.step or e.firings != self.seq:
+            raise TraceCorruption(
+                f"the end counts {e.steps} steps and {e.firings} firings; the tape holds {self.step} and {self.seq}",
+                n, "the end agrees with the rebuilt run",
+            )
+        self.ended = e
+
+    def outputs_raw(self) -> bytes:
+        return outputs_bytes(
+            {qid[2:]: list(self.queues[i]) for i, qid in enumerate(self.header.queues) if qid.startswith("$.") and "->" not in qid}
+        )
+
+
+def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
+    """The canonical encoding of a run's outputs from their token encodings: `{"Port": [...]}`."""
+    parts = [canonical(port) + b":[" + b",".join(bytes(t) for t in tokens) + b"]" for port, tokens in sorted(outputs.items())]
+    return b"{" + b",".join(parts) + b"}"
+
+
+def check_chain(tape: Tape) -> None:
+    previous = ""
+    for line in tape.lines:
+        raw = line.raw
+        cut = raw.rfind(HASH_KEY)
+        if cut < 0 or not raw.endswith(b'"}'):
+            raise TraceCorruption("a record without its hash", line.number, "every record is hash-chained")
+        body = raw[:cut] + b"}"
+        claimed = raw[cut + len(HASH_KEY) : -2].decode(errors="replace")
+        if chain(previous, body) != claimed:
+            raise TraceCorruption(
+                "the record's hash does not follow from the record before it (edited, dropped, reordered or re-appended)",
+                line.number, "hash chain",
+            )
+        previous = claimed
+
+
+def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:
+    """Read, check and rebuild a tape. Raises TraceCorruption on the first broken rule."""
+    tape = read_tape(path, warn=warn)
+    if not tape.lines:
+        raise TraceCorruption("the tape is empty", 1, "header first")
+    header = tape.header
+    check_chain(tape)
+    rebuild = Rebuild(header)
+    for line in tape.lines[1:]:
+        rebuild.apply(line)
+    return tape, rebuild
