@@ -117,7 +117,7 @@ def _route(actor: Actor, action: ActionSpec, result: Any) -> list[tuple[str, Any
                 out.extend(_spread(port, produces[port], result[port]))
         return out
     if isinstance(result, (tuple, list)) and len(ports) > 1:
-        return [pair for port, value in zip(ports, result) if value is not None for pair in _spread(port, 1, value)]
+        return [pair for port, value in zip(ports, result, strict=False) if value is not None for pair in _spread(port, 1, value)]
     return [pair for port in ports for pair in _spread(port, produces[port], result)]
 
 
@@ -141,7 +141,7 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
         assert plan.action is not None
         result = plan.action.fn(actor.obj, *plan.values)
         return Outcome(_route(actor, plan.action, result))
-    inputs = dict(zip(spec.inputs, plan.values))
+    inputs = dict(zip(spec.inputs, plan.values, strict=True))
     if spec.kind == "agent":
         answer, added = ask(spec, actor.obj, inputs)
         return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,12 +154,22 @@ class _Build:
     scopes: list[Scope] = field(default_factory=list)
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
+    frame: Any = None  # the builder's frame: its locals, read after it returns, name the actors
 
     def add(self, obj: Any, kind: str, site: Site, defined: Site) -> Node:
+        if self.frame is None:
+            self.frame = _find_frame(self.wf.fn.__code__)
         node = Node("", kind, obj, site, defined, self.scopes[-1] if self.scopes else None, len(self.nodes))
         self.nodes.append(node)
         self.by_obj[id(obj)] = node
         return node
+
+
+def _find_frame(code: Any) -> Any:
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame
 
 
 _building: contextvars.ContextVar[_Build | None] = contextvars.ContextVar("flowtape_build", default=None)
@@ -280,24 +289,6 @@ def _name_from_frame(build: _Build, frame: Any) -> None:
                         pass
 
 
-@contextmanager
-def _capture_locals(code: Any, sink: list[Any]) -> Iterator[None]:
-    """Snapshot the builder's locals when it returns: the variable names become actor names."""
-    previous = sys.getprofile()
-
-    def hook(frame: Any, event: str, arg: Any) -> None:
-        if event == "return" and frame.f_code is code:
-            sink.append(frame)
-        if previous is not None:
-            previous(frame, event, arg)
-
-    sys.setprofile(hook)
-    try:
-        yield
-    finally:
-        sys.setprofile(previous)
-
-
 class WorkflowDef:
     """What `@workflow` returns: call it inside another builder to nest it; pass it to `run`."""
 
@@ -323,15 +314,14 @@ class WorkflowDef:
     def build(self) -> Graph:
         """Run the builder and return the checked graph."""
         build = _Build(self, inputs=dict(self.inputs), outputs=dict(self.outputs))
-        frames: list[Any] = []
         token = _building.set(build)
         try:
-            with _capture_locals(self.fn.__code__, frames):
-                self.fn()
+            self.fn()
         finally:
             _building.reset(token)
-        if frames:
-            _name_from_frame(build, frames[-1])
+        if build.frame is not None:
+            _name_from_frame(build, build.frame)
+            build.frame = None
         graph = Graph(self.name, build.inputs, build.outputs, build.nodes, build.edges, self.site, self.max_workers)
         _finish_names(graph)
         check(graph)

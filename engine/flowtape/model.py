@@ -62,9 +62,16 @@ class TaskSpec:
     agent: AgentConfig | None = None
     tool: ToolConfig | None = None
     zero_input: bool = field(init=False, default=False)
+    fixed_attrs: frozenset[str] = field(init=False, default=frozenset())
 
     def __post_init__(self) -> None:
         self.zero_input = any(not a.consumes for a in self.actions)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Instance attributes that are not state: parameters and Flowtape's own bookkeeping."""
+        extra = {"chat_history"} if self.kind == "agent" else set()
+        self.fixed_attrs = frozenset({*self.parameters, "_ft_name", "_ft_site", *extra})
 
 
 def spec_of(obj: Any) -> TaskSpec | None:
@@ -272,6 +279,8 @@ def agent(
     def decorate(klass: type) -> type:
         spec = _make_spec(klass, "agent")
         spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model)
+        spec.kind = "agent"
+        spec.refresh()
         setattr(klass, SPEC_ATTR, spec)
         _install_instance_hooks(klass, spec)
         return klass

@@ -57,6 +57,7 @@ class Actor:
     state_enc: bytes = b""
     dirty: bool = False
     running: bool = False
+    idle: bool = False  # a source whose last try gave nothing: retried only at its pool's quiescence
     pool: Any = None
     pools: dict[str, Any] = field(default_factory=dict)  # a composite's pools, by branch
     replay: Any = None  # the recorded firings this actor still has to replay

@@ -9,13 +9,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 from msgspec import Raw
 
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
 from .tape import ActorInfo, Header
 from .values import preview_json
-import msgspec
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
 
@@ -92,8 +92,8 @@ def describe_change(old: Header, actors: list[ActorInfo], queues: list[str]) -> 
 
 def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
     """Check that resuming `run_dir` at `at_step` is sound, and say what each actor replays."""
-    from .verify import Rebuild, check_chain
     from .tape import Firing, Step, read_tape
+    from .verify import Rebuild, check_chain
 
     tape_path = run_dir / "tape.jsonl"
     try:

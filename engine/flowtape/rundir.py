@@ -41,12 +41,12 @@ _enc = msgspec.json.Encoder()
 
 
 def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def new_run_id() -> str:
     """Sorts by time: UTC timestamp to the microsecond, then a short random tail."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-%f")
     return f"{stamp}-{secrets.token_hex(2)}"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,9 +19,19 @@ from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, UsageError
 from .graph import Graph, WorkflowDef
 from .network import LAZY, Item, Network, build_network
 from .replay import ReplayPlan, plan_resume, shape_of
-from .rundir import DEFAULT_RUNS_DIR, SUMMARY, TAPE, RunSummary, new_run_id, now_iso, resolve_run, valid_run_id, write_summary
+from .rundir import (
+    DEFAULT_RUNS_DIR,
+    SUMMARY,
+    TAPE,
+    RunSummary,
+    new_run_id,
+    now_iso,
+    resolve_run,
+    valid_run_id,
+    write_summary,
+)
 from .scheduler import Engine, error_info
-from .tape import Diverged, End, ErrorInfo, Header, TapeWriter, FORMAT_VERSION
+from .tape import FORMAT_VERSION, Diverged, End, ErrorInfo, Header, TapeWriter
 from .values import NotEncodable, decode, encode
 from .verify import outputs_bytes
 
@@ -130,6 +139,8 @@ def execute(
     runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     plan: ReplayPlan | None = None
     if resume_from is not None:
+        if not tape:
+            raise UsageError("a resumed run is recorded: it cannot run with the tape off")
         if inputs:
             raise ResumeRefused("cannot give inputs with a resume: a resumed run starts from the recorded run's inputs")
         source = resolve_run(resume_from, runs_base)

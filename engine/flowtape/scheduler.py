@@ -26,6 +26,7 @@ from .tape import Diverged, ErrorInfo, Firing, Step, TapeWriter
 from .values import NotEncodable, digest, encode, preview
 
 _NONE_ENC = Raw(encode(None))
+_IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
 
 
 class Pool:
@@ -35,7 +36,8 @@ class Pool:
         self.heap: list[tuple[int, int]] = []
         self.members = members
         self.controls = [a for a in members if a.control]
-        self.idle: list[Actor] = []
+        self.idle: list[tuple[Actor, int]] = []
+        self.progress = 0  # commits in this pool: an idle source is retried only after progress
         self.in_flight = 0
         self.done = False
 
@@ -178,6 +180,8 @@ class Engine:
                 continue
             if actor is None or plan is None:
                 if pool.in_flight == 0:
+                    if self._retry_idle(pool):
+                        continue
                     if self._fire_control(pool, ctx):
                         continue
                     if ctx is None and self._give_up_replay():
@@ -188,6 +192,17 @@ class Engine:
                 self.cond.wait()
                 continue
             self._fire(actor, plan, pool, ctx)
+
+    def _retry_idle(self, pool: Pool) -> bool:
+        """Sources that gave nothing get one more try at quiescence, if anything fired since."""
+        retry = [a for a, seen in pool.idle if seen != pool.progress]
+        if not retry:
+            return False
+        pool.idle = [(a, seen) for a, seen in pool.idle if seen == pool.progress]
+        for actor in retry:
+            actor.idle = False
+            pool.mark(actor)
+        return True
 
     def _next(self, pool: Pool) -> tuple[Actor | None, Plan | None]:
         heap = pool.heap
@@ -227,7 +242,8 @@ class Engine:
         finally:
             actor.running = False
             pool.in_flight -= 1
-            self._mark(actor)
+            if not actor.idle:
+                self._mark(actor)
             self.cond.notify_all()
 
     def _fire_live(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
@@ -235,9 +251,13 @@ class Engine:
         error: BaseException | None = None
         try:
             outcome = execute_action(actor, plan, self.work_dir, self.base_dir)
-            produced, problem = self._encode_outputs(actor, outcome.outputs)
-            state, state_problem = self._state(actor)
-            chat = Raw(encode(outcome.chat)) if outcome.chat else None
+            if self.tape is not None:
+                produced, problem = self._encode_outputs(actor, outcome.outputs)
+                state, state_problem = self._state(actor)
+                chat = Raw(encode(outcome.chat)) if outcome.chat else None
+            else:  # nothing is recorded: skip the encodings altogether
+                produced, problem = self._plain_outputs(actor, outcome.outputs), None
+                state = chat = state_problem = None
         except BaseException as exc:  # noqa: BLE001 - any failure of user code fails the run
             error = exc
         finally:
@@ -247,9 +267,17 @@ class Engine:
             self._fail(actor, fire_count, error)
             return
         if not plan.takes and not produced and actor.spec is not None and not state:
-            actor.pool.idle.append(actor)  # a source with nothing to give: not a firing
+            actor.idle = True  # a source with nothing to give: not a firing
+            actor.pool.idle.append((actor, actor.pool.progress))
             return
         self._commit(actor, fire_count, plan.takes, produced, state, chat, ctx, start, False, problem or state_problem)
+
+    def _plain_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> list[tuple[Queue, list[Item]]]:
+        produced: list[tuple[Queue, list[Item]]] = []
+        for port, value in outputs:
+            for q in actor.outputs.get(port, ()):
+                produced.append((q, [(value, b"")]))
+        return produced
 
     def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
         produced: dict[int, tuple[Queue, list[Item]]] = {}
@@ -258,17 +286,21 @@ class Engine:
             queues = actor.outputs.get(port)
             if not queues:
                 continue
+            shared = type(value) in _IMMUTABLE
             try:
                 enc = Raw(encode(value))
             except NotEncodable as exc:
                 problem = problem or f"{actor.path}.{port}: {exc}"
                 enc = Raw(encode({"$unencodable": f"{actor.path}#{actor.fire_count + 1}:{id(value)}:{time.time_ns()}"}))
-            for q in queues:
+                shared = True
+            for i, q in enumerate(queues):
+                # fan-out: each consumer gets its own token (decoded from the tape's bytes on first use)
+                item = (value if i == 0 or shared else LAZY, enc)
                 entry = produced.get(q.index)
                 if entry is None:
-                    produced[q.index] = (q, [(value, enc)])
+                    produced[q.index] = (q, [item])
                 else:
-                    entry[1].append((value, enc))
+                    entry[1].append(item)
         return list(produced.values()), problem
 
     def _state(self, actor: Actor) -> tuple[Raw | None, str | None]:
@@ -276,12 +308,15 @@ class Engine:
         spec = actor.spec
         if spec is None:
             return None, None
-        skip = spec.parameters
-        state = {k: v for k, v in vars(actor.obj).items() if k not in skip and not k.startswith("_ft_") and k != "chat_history"}
+        attrs = actor.obj.__dict__
+        fixed = spec.fixed_attrs
+        if len(attrs) == len(fixed) and not actor.state_enc:
+            return None, None  # a stateless actor: nothing but parameters and Flowtape's own fields
+        state = {k: v for k, v in attrs.items() if k not in fixed}
         try:
             enc = encode(state)
-        except NotEncodable as exc:
-            return None, f"{actor.path}.{exc}" if str(exc).startswith("_") else f"{actor.path}: {exc}"
+        except NotEncodable:
+            return None, _state_problem(actor.path, state)
         if enc == actor.state_enc:
             return None, None
         actor.state_enc = enc
@@ -308,11 +343,14 @@ class Engine:
             if q.consumer is not None:
                 self._mark(q.consumer)
         pool = actor.pool
-        if pool.idle:
-            for idle in pool.idle:
-                pool.mark(idle)
-            pool.idle.clear()
+        pool.progress += 1
         self.seq += 1
+        if self.tape is None:
+            if ctx is None:
+                self.steps += 1
+                if self.on_step is not None:
+                    self.on_step(self.steps, self.firings, actor.path)
+            return
         record = Firing(
             seq=self.seq,
             actor=actor.path,
@@ -476,7 +514,8 @@ class Engine:
                 self._fail(actor, actor.fire_count + 1, exc)
                 return None
             enc = self._encode_token(actor, value)
-            return takes, [(q, [(value, enc)]) for q in actor.outputs.get("item", [])], "body"
+            shared = type(value) in _IMMUTABLE
+            return takes, [(q, [(value if i == 0 or shared else LAZY, enc)]) for i, q in enumerate(actor.outputs.get("item", []))], "body"
         source = actor.inputs.get("cond")
         if source is not None and source.items:
             item = source.items.popleft()
@@ -571,6 +610,16 @@ class Engine:
         for actor in self.net.actors:
             self._mark(actor)
         return bool(left)
+
+
+def _state_problem(path: str, state: dict[str, Any]) -> str:
+    """Name the attribute that cannot be saved: `review._handle: a Lock cannot be saved`."""
+    for key, value in state.items():
+        try:
+            encode(value)
+        except NotEncodable as exc:
+            return str(exc.with_prefix(f"{path}.{key}"))
+    return f"{path}: the state cannot be saved"
 
 
 def _preview_items(items: list[Item]) -> str:

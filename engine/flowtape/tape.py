@@ -241,3 +241,39 @@ def encode_record(record: msgspec.Struct) -> bytes:
 
 def to_builtins(record: Any) -> Any:
     return msgspec.to_builtins(record)
+
+
+class TapeFollower:
+    """Reads a tape that is still being written: each `poll()` returns the complete records
+    appended since the last one. A line still being written stays for the next poll."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.offset = 0
+        self.line_number = 0
+        self._partial = b""
+
+    def poll(self, limit_bytes: int = 8 << 20) -> list[Record]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(limit_bytes)
+        except FileNotFoundError:
+            return []
+        if not chunk:
+            return []
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._partial = data
+            return []
+        self._partial = data[cut + 1 :]
+        records: list[Record] = []
+        for raw in data[:cut].split(b"\n"):
+            self.line_number += 1
+            try:
+                records.append(_decoder.decode(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise TraceCorruption("unreadable record", self.line_number, "well-formed records") from None
+        return records

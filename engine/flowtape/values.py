@@ -16,7 +16,9 @@ import threading
 from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from enum import Enum
+from enum import Enum, Flag
+from functools import reduce
+from operator import or_
 from pathlib import Path, PurePath
 from types import BuiltinFunctionType
 from typing import Any, cast
@@ -34,7 +36,6 @@ _enc: Callable[[object], bytes] = msgspec.json.Encoder(order="sorted").encode
 _dec: Callable[[bytes | str], Any] = msgspec.json.Decoder().decode
 _SCALAR = frozenset({str, int, bool, type(None)})
 _NUMBERS = frozenset({int, bool, float})
-_STR = frozenset({str})
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes made by `class` statements (and some C types)
 _NO_INSTANTIATE = 1 << 7  # Py_TPFLAGS_DISALLOW_INSTANTIATION
 _DEFAULT_PATH = type(Path())
@@ -47,8 +48,7 @@ class NotEncodable(Exception):
 
     def __init__(self, what: str, path: str = "") -> None:
         super().__init__(f"{path}: {what}" if path else what)
-        self.what = what
-        self.path = path
+        self.what, self.path = what, path
 
     def with_prefix(self, prefix: str) -> NotEncodable:
         # Paths are built while unwinding, so the happy path never pays for string formatting.
@@ -61,9 +61,7 @@ class Opaque:
     __slots__ = ("cls", "data", "raw")
 
     def __init__(self, cls: str, data: object = None, raw: dict[str, Any] | None = None) -> None:
-        self.cls = cls
-        self.data = data
-        self.raw = raw
+        self.cls, self.data, self.raw = cls, data, raw
 
     def __repr__(self) -> str:
         return f"<{self.cls}>" if self.data is None else f"<{self.cls} {preview(self.data, 60)}>"
@@ -241,21 +239,13 @@ def _clock(tag: str, v: datetime | time) -> object:
     return {TAG: tag, "v": v.isoformat(), "fold": 1} if v.fold else {TAG: tag, "v": v.isoformat()}
 
 
-def _b64(v: bytes | bytearray) -> str:
-    return base64.b64encode(v).decode("ascii")
-
-
+# Exact types only: subclasses (IntEnum, NamedTuple, Path...) must keep their class.
 _BY_TYPE: dict[type, Callable[[Any, int, set[int]], object]] = {
-    list: _list,
-    dict: _dict,
+    list: _list, dict: _dict, set: _set, frozenset: _set,
     tuple: lambda v, d, a: {TAG: "tuple", "v": _list(v, d, a)},
-    set: _set,
-    frozenset: _set,
-    bytes: lambda v, d, a: {TAG: "bytes", "v": _b64(v)},
-    bytearray: lambda v, d, a: {TAG: "bytearray", "v": _b64(v)},
+    bytes: lambda v, d, a: {TAG: "bytes", "v": base64.b64encode(v).decode()},
     complex: lambda v, d, a: {TAG: "complex", "v": [_conv(v.real, d, a), _conv(v.imag, d, a)]},
-    datetime: lambda v, d, a: _clock("datetime", v),
-    time: lambda v, d, a: _clock("time", v),
+    datetime: lambda v, d, a: _clock("datetime", v), time: lambda v, d, a: _clock("time", v),
     date: lambda v, d, a: {TAG: "date", "v": v.isoformat()},
     timedelta: lambda v, d, a: {TAG: "timedelta", "v": [v.days, v.seconds, v.microseconds]},
     Decimal: lambda v, d, a: {TAG: "decimal", "v": str(v)},
@@ -278,17 +268,12 @@ def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
         return v.raw
     if isinstance(v, tuple) and hasattr(t, "_fields"):  # NamedTuple: must come back as its class
         return {TAG: "namedtuple", "cls": _ref(t), "v": _list(v, d, active)}
-    if isinstance(v, BaseException):
-        out: dict[str, object] = {TAG: "exc", "cls": _ref(t), "v": _list(v.args, d, active)}
-        if v.__dict__:
-            out["d"] = _dict(v.__dict__, d, active, attrs=True)
-        return out
     ref, fields, slots = _plan(t)
     if fields is not None:
         # Unset init=False fields and empty slots are skipped rather than failing.
         got = {n: x for n in fields if (x := getattr(v, n, _MISSING)) is not _MISSING}
         return {TAG: "dataclass", "cls": ref, "v": _dict(got, d, active, attrs=True)}
-    out = {TAG: "object", "cls": ref, "v": _dict(getattr(v, "__dict__", {}), d, active, attrs=True)}
+    out: dict[str, object] = {TAG: "object", "cls": ref, "v": _dict(getattr(v, "__dict__", {}), d, active, attrs=True)}
     if slots:
         got = {n: x for n in slots if (x := getattr(v, n, _MISSING)) is not _MISSING}
         out["slots"] = _dict(got, d, active, attrs=True)
@@ -331,22 +316,28 @@ def from_json(data: Any) -> object:
 def decode(raw: bytes | str) -> object:
     """Inverse of encode."""
     data = _dec(raw)
-    # No "$t" and no \u escape (which could spell one) means there is no tag to undo.
-    plain = ("$t" not in raw and "\\u" not in raw) if isinstance(raw, str) else (
-        b"$t" not in raw and b"\\u" not in raw)
-    return data if plain else from_json(data)
+    return from_json(data) if _maybe_tagged(raw) else data
+
+
+_NEEDLES: Any = ("$", "$t", "$\\u", "\\", "\\u0024")
+_BNEEDLES: Any = tuple(n.encode() for n in _NEEDLES)
+
+
+def _maybe_tagged(raw: bytes | str) -> bool:
+    # A tag key needs a "$" or an escaped one, so most tokens skip the from_json walk. Single
+    # characters are searched first (memchr-fast); find() because bytes `in` is oddly slow.
+    dollar, tag, esc_t, backslash, esc_dollar = _NEEDLES if isinstance(raw, str) else _BNEEDLES
+    find = raw.find
+    return ((find(dollar) >= 0 and (find(tag) >= 0 or find(esc_t) >= 0))
+            or (find(backslash) >= 0 and find(esc_dollar) >= 0))
 
 
 # Tags decoded with the standard library alone: no class lookup, so previews may use them too.
 _LEAVES: dict[str, Callable[[Any], object]] = {
-    "float": float,
+    "float": float, "date": date.fromisoformat, "decimal": Decimal, "uuid": UUID,
     "bytes": lambda v: base64.b64decode(v, validate=True),
-    "bytearray": lambda v: bytearray(base64.b64decode(v, validate=True)),
     "complex": lambda v: complex(cast(float, from_json(v[0])), cast(float, from_json(v[1]))),
-    "date": date.fromisoformat,
     "timedelta": lambda v: timedelta(*v),
-    "decimal": Decimal,
-    "uuid": UUID,
 }
 
 
@@ -375,7 +366,7 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     if not isinstance(ref, str):
         ref = f"?{tag}"  # unknown tag from a newer writer: keep it as Opaque, never guess
     payload = from_json(v)
-    extra: Any = from_json(d.get("slots") or d.get("d") or {})
+    extra: Any = from_json(d.get("slots") or {})
     cls = _lookup(ref)
     if cls is not None:
         try:
@@ -390,16 +381,13 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
 def _rebuild(tag: str, cls: type, payload: Any, extra: dict[str, Any]) -> object:
     # object.__new__ + object.__setattr__: no __init__/__post_init__ runs and frozen classes work.
     if tag == "enum" and issubclass(cls, Enum):
+        if issubclass(cls, Flag) and payload not in cls.__members__:  # combined: "R|W", or None
+            return reduce(or_, (cls.__members__[n] for n in (payload or "").split("|") if n), cls(0))
         return cls.__members__[payload]
     if tag == "path" and issubclass(cls, PurePath):
         return cls(payload)
     if tag == "namedtuple" and issubclass(cls, tuple):
         return tuple.__new__(cls, payload)
-    if tag == "exc" and issubclass(cls, BaseException):
-        exc = cls.__new__(cls, *payload)  # __new__ only sets args; OSError needs its own
-        exc.args = tuple(payload)
-        exc.__dict__.update(extra)
-        return exc
     if tag in ("dataclass", "object"):
         obj: Any = object.__new__(cls)
         if tag == "dataclass":
@@ -448,7 +436,7 @@ def _show(x: Any, limit: int, depth: int, tagged: bool) -> str:
     t = type(x)
     if depth > 12:
         return "…"
-    if t is str or t is bytes or t is bytearray:
+    if t is str or t is bytes:
         return repr(x[: limit + 1])  # slicing first: a huge string is never copied whole
     if t in _SHAPES and x:
         open_, close = _SHAPES[t]
@@ -470,7 +458,7 @@ def _show_tag(tag: str, x: dict[str, Any], v: Any, limit: int, depth: int) -> st
     name = str(x.get("cls", "")).rpartition(":")[2]
     if tag in _LEAVES or tag in ("datetime", "time"):
         return _show(_untag(tag, x), limit, depth, False)  # stdlib-only decoding, nothing to run
-    if tag in _SHAPES or tag in ("namedtuple", "exc"):
+    if tag in _SHAPES or tag == "namedtuple":
         if not v and tag in ("set", "frozenset"):
             return f"{tag}()"
         open_, close = _SHAPES.get(tag, (f"{name}(", ")"))
@@ -490,17 +478,14 @@ def _show_tag(tag: str, x: dict[str, Any], v: Any, limit: int, depth: int) -> st
     raise ValueError(tag)
 
 
-def preview(value: object, limit: int = 80) -> str:
+def preview(value: object, limit: int = 80, *, _tagged: bool = False) -> str:
     """Short one-line repr-like text; never raises."""
     try:
-        return _cut(_show(value, limit, 0, False), limit)
-    except Exception:
+        return _cut(_show(value, limit, 0, _tagged), limit)
+    except Exception:  # a broken __repr__ must not break whoever is showing the value
         return _cut(f"<{type(value).__name__}>", limit)
 
 
 def preview_json(data: object, limit: int = 80) -> str:
     """Preview tagged JSON without decoding it (its classes may not be loaded); never raises."""
-    try:
-        return _cut(_show(data, limit, 0, True), limit)
-    except Exception:
-        return _cut(f"<{type(data).__name__}>", limit)
+    return preview(data, limit, _tagged=True)
