@@ -1,0 +1,90 @@
+/** Labels and descriptions shown in the UI. No vscode import. */
+import type { RunInfo, StepInfo } from "./protocol";
+
+/** `12 · review · fire 3` */
+export function stepLabel(s: Pick<StepInfo, "step" | "actor" | "fireCount">): string {
+  return `${s.step} · ${s.actor} · fire ${s.fireCount}`;
+}
+
+/** The status bar text: `step 12/40 · review` (or `no step` / `step –/40`). */
+export function statusText(index: number, total: number, actor?: string): string {
+  if (total === 0) return "no steps";
+  if (index === 0) return `step –/${total}`;
+  return actor ? `step ${index}/${total} · ${actor}` : `step ${index}/${total}`;
+}
+
+export function shortRunId(runId: string): string {
+  return runId.length > 12 ? runId.slice(0, 12) : runId;
+}
+
+function toDate(t: string | number | null | undefined): Date | undefined {
+  if (t === undefined || t === null || t === "") return undefined;
+  const d = typeof t === "number" ? new Date(t < 1e12 ? t * 1000 : t) : new Date(t);
+  return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+function pad(n: number): string {
+  return n < 10 ? `0${n}` : String(n);
+}
+
+/** `14:03:27`, or `Mar 3 14:03` when not today. */
+export function formatTime(t: string | number | null | undefined, now: Date = new Date()): string {
+  const d = toDate(t);
+  if (!d) return "";
+  const hms = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  if (d.toDateString() === now.toDateString()) return hms;
+  const month = d.toLocaleString("en", { month: "short" });
+  return `${month} ${d.getDate()} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const m = Math.floor(ms / 60_000);
+  const s = Math.round((ms % 60_000) / 1000);
+  return `${m} min ${s} s`;
+}
+
+/** Tree label of a run: `review · 14:03:27`. */
+export function runLabel(run: RunInfo, now?: Date): string {
+  const time = formatTime(run.startedAt, now);
+  return time ? `${run.workflow} · ${time}` : run.workflow;
+}
+
+/** Tree description of a run: `12 steps · resumed from ab12 @ step 5`. */
+export function runDescription(run: RunInfo, loaded?: number): string {
+  const steps = Math.max(run.steps ?? 0, loaded ?? 0);
+  const parts = [`${steps} step${steps === 1 ? "" : "s"}`];
+  if (run.status === "running") parts.unshift("running");
+  if (run.resumedFrom) {
+    const at = run.resumedAtStep !== undefined && run.resumedAtStep !== null ? ` @ step ${run.resumedAtStep}` : "";
+    parts.push(`resumed from ${shortRunId(run.resumedFrom)}${at}`);
+  }
+  return parts.join(" · ");
+}
+
+export function stepDescription(s: StepInfo): string {
+  const parts: string[] = [];
+  if (s.diverged) parts.push("diverged");
+  if (s.replayed) parts.push("replayed");
+  const d = formatDuration(s.durationMs);
+  if (d && !s.replayed) parts.push(d);
+  return parts.join(" · ");
+}
+
+export type StepIconKind = "diverged" | "replayed" | "live";
+
+export function stepIconKind(s: StepInfo): StepIconKind {
+  if (s.diverged) return "diverged";
+  if (s.replayed) return "replayed";
+  return "live";
+}
+
+export type RunIconKind = "succeeded" | "failed" | "stopped" | "running" | "unknown";
+
+export function runIconKind(status: string): RunIconKind {
+  return status === "succeeded" || status === "failed" || status === "stopped" || status === "running"
+    ? status
+    : "unknown";
+}

@@ -1,0 +1,135 @@
+/** Types of the Flowtape language-server protocol (docs/protocol.md). No vscode import. */
+
+export interface Position {
+  line: number;
+  character: number;
+}
+
+export interface Range {
+  start: Position;
+  end: Position;
+}
+
+export type RunStatus = "succeeded" | "failed" | "stopped" | "running";
+
+export interface StepInfo {
+  step: number;
+  actor: string;
+  actorKind: string;
+  fireCount: number;
+  journalSeq: number;
+  replayed: boolean;
+  uri: string;
+  range: Range;
+  durationMs: number;
+  diverged?: boolean;
+}
+
+export interface RunInfo {
+  runId: string;
+  workflow: string;
+  uri: string;
+  status: RunStatus | string;
+  steps: number;
+  startedAt: string | number;
+  finishedAt?: string | number | null;
+  resumedFrom?: string | null;
+  resumedAtStep?: number | null;
+  runDir: string;
+}
+
+export interface Divergence {
+  actor: string;
+  fireCount: number;
+  reason: string;
+  step: number;
+  queue?: string | null;
+  recorded?: string | null;
+  actual?: string | null;
+  recordedPreview?: string | null;
+  actualPreview?: string | null;
+}
+
+export interface RunStartedParams {
+  runId: string;
+  uri: string;
+  workflow: string;
+  runDir: string;
+  resumedFrom?: string | null;
+  resumedAtStep?: number | null;
+}
+
+export interface StepsParams {
+  runId: string;
+  steps: StepInfo[];
+}
+
+export interface RunFinishedParams {
+  runId: string;
+  status: "succeeded" | "failed" | "stopped";
+  outputs: unknown;
+  error?: string | null;
+  replayStopped?: Divergence[] | null;
+}
+
+export interface RunsParams {
+  uri?: string;
+}
+
+export interface RunsResult {
+  runs: RunInfo[];
+}
+
+export interface GetStepsParams {
+  runId: string;
+  from: number;
+  limit: number;
+}
+
+export interface GetStepsResult {
+  runId: string;
+  steps: StepInfo[];
+  total: number;
+  live: boolean;
+}
+
+export interface QueueTokens {
+  queue: string;
+  tokens: string[];
+}
+
+export interface StepDetail {
+  runId: string;
+  step: number;
+  actor: string;
+  actorKind: string;
+  fireCount: number;
+  taken: QueueTokens[];
+  put: QueueTokens[];
+  queues: { queue: string; size: number; tokens: string[] }[];
+  states: { actor: string; state: string }[];
+  chat?: unknown[] | null;
+}
+
+export interface RunStartResult {
+  runId: string;
+  runDir: string;
+}
+
+export const Methods = {
+  runStarted: "flowtape/runStarted",
+  steps: "flowtape/steps",
+  runFinished: "flowtape/runFinished",
+  runs: "flowtape/runs",
+  getSteps: "flowtape/getSteps",
+  stepDetail: "flowtape/stepDetail",
+  selectStep: "flowtape/selectStep",
+} as const;
+
+/** Server-side command ids: the language client registers these itself. */
+export const ServerCommands = {
+  run: "flowtape.run",
+  resumeAtStep: "flowtape.resumeAtStep",
+  rerunActor: "flowtape.rerunActor",
+  stop: "flowtape.stop",
+} as const;

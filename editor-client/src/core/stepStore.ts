@@ -1,0 +1,249 @@
+/**
+ * Runs and their steps, fed by server events. Incoming steps are batched: `addSteps` only queues
+ * them; one flush (after `batchMs`, or at once when `maxPending` steps wait) merges them and tells
+ * the listeners once. No vscode import: unit-tested under node.
+ */
+import type { RunInfo, RunStartedParams, StepInfo } from "./protocol";
+
+export interface StoreChange {
+  /** The run list itself changed (added/removed/status). */
+  runs: boolean;
+  /** Runs whose steps changed. */
+  steps: Set<string>;
+}
+
+export type Listener = (change: StoreChange) => void;
+
+export interface Scheduler {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+const timers: Scheduler = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+};
+
+export interface StoreOptions {
+  batchMs?: number;
+  maxPending?: number;
+  scheduler?: Scheduler;
+}
+
+export class StepStore {
+  private runList: RunInfo[] = [];
+  private readonly stepsByRun = new Map<string, StepInfo[]>();
+  private readonly live = new Set<string>();
+  private readonly pending = new Map<string, StepInfo[]>();
+  private pendingCount = 0;
+  private pendingRuns = false;
+  private timer: unknown = undefined;
+  private readonly listeners: Listener[] = [];
+  private readonly batchMs: number;
+  private readonly maxPending: number;
+  private readonly scheduler: Scheduler;
+
+  constructor(options: StoreOptions = {}) {
+    this.batchMs = options.batchMs ?? 50;
+    this.maxPending = options.maxPending ?? 2000;
+    this.scheduler = options.scheduler ?? timers;
+  }
+
+  onChange(listener: Listener): { dispose(): void } {
+    this.listeners.push(listener);
+    return {
+      dispose: () => {
+        const i = this.listeners.indexOf(listener);
+        if (i >= 0) this.listeners.splice(i, 1);
+      },
+    };
+  }
+
+  get runs(): readonly RunInfo[] {
+    return this.runList;
+  }
+
+  run(runId: string): RunInfo | undefined {
+    return this.runList.find((r) => r.runId === runId);
+  }
+
+  isLive(runId: string): boolean {
+    return this.live.has(runId);
+  }
+
+  /** Replace the run list (newest first, as `flowtape/runs` returns it). Live runs keep status. */
+  setRuns(runs: RunInfo[]): void {
+    this.runList = runs.map((r) => {
+      if (this.live.has(r.runId)) {
+        return { ...r, status: "running", steps: Math.max(r.steps, this.loadedCount(r.runId)) };
+      }
+      return { ...r };
+    });
+    this.emit({ runs: true, steps: new Set() });
+  }
+
+  /** `flowtape/runStarted`: the run exists and is live. */
+  runStarted(p: RunStartedParams, now: () => string = () => new Date().toISOString()): void {
+    this.live.add(p.runId);
+    const existing = this.run(p.runId);
+    const info: RunInfo = {
+      runId: p.runId,
+      workflow: p.workflow,
+      uri: p.uri,
+      status: "running",
+      steps: existing?.steps ?? this.loadedCount(p.runId),
+      startedAt: existing?.startedAt ?? now(),
+      resumedFrom: p.resumedFrom ?? null,
+      resumedAtStep: p.resumedAtStep ?? null,
+      runDir: p.runDir,
+    };
+    if (existing) {
+      Object.assign(existing, info);
+    } else {
+      this.runList.unshift(info);
+    }
+    this.emit({ runs: true, steps: new Set() });
+  }
+
+  /** `flowtape/runFinished`: flushes its pending steps first. */
+  runFinished(runId: string, status: string, now: () => string = () => new Date().toISOString()): void {
+    this.flush();
+    this.live.delete(runId);
+    const run = this.run(runId);
+    if (run) {
+      run.status = status;
+      run.finishedAt = run.finishedAt ?? now();
+      run.steps = Math.max(run.steps, this.loadedCount(runId));
+    }
+    this.emit({ runs: true, steps: new Set([runId]) });
+  }
+
+  /** Mark steps where a replay diverged (from `runFinished.replayStopped[].step`). */
+  markDiverged(runId: string, steps: number[]): void {
+    this.flush();
+    let changed = false;
+    for (const n of steps) {
+      const s = this.step(runId, n);
+      if (s && !s.diverged) {
+        this.stepsByRun.get(runId)![n - 1] = { ...s, diverged: true };
+        changed = true;
+      }
+    }
+    if (changed) this.emit({ runs: false, steps: new Set([runId]) });
+  }
+
+  /** Queue steps (from `flowtape/steps`); they are merged at the next flush. */
+  addSteps(runId: string, steps: StepInfo[]): void {
+    if (steps.length === 0) return;
+    let list = this.pending.get(runId);
+    if (!list) {
+      list = [];
+      this.pending.set(runId, list);
+    }
+    list.push(...steps);
+    this.pendingCount += steps.length;
+    if (this.pendingCount >= this.maxPending) {
+      this.flush();
+    } else if (this.timer === undefined) {
+      this.timer = this.scheduler.set(() => {
+        this.timer = undefined;
+        this.flush();
+      }, this.batchMs);
+    }
+  }
+
+  /** Put steps in place at once (from a `flowtape/getSteps` page), without batching. */
+  putSteps(runId: string, steps: StepInfo[], total?: number): void {
+    this.merge(runId, steps);
+    const run = this.run(runId);
+    if (run && total !== undefined) run.steps = Math.max(run.steps, total);
+    this.emit({ runs: false, steps: new Set([runId]) });
+  }
+
+  /** Merge everything pending now; true when something changed. */
+  flush(): boolean {
+    if (this.timer !== undefined) {
+      this.scheduler.clear(this.timer);
+      this.timer = undefined;
+    }
+    if (this.pending.size === 0) return false;
+    const changed = new Set<string>();
+    for (const [runId, steps] of this.pending) {
+      this.merge(runId, steps);
+      const run = this.run(runId);
+      if (run) run.steps = Math.max(run.steps, this.loadedCount(runId));
+      changed.add(runId);
+    }
+    this.pending.clear();
+    this.pendingCount = 0;
+    this.emit({ runs: false, steps: changed });
+    return true;
+  }
+
+  private merge(runId: string, steps: StepInfo[]): void {
+    let list = this.stepsByRun.get(runId);
+    if (!list) {
+      list = [];
+      this.stepsByRun.set(runId, list);
+    }
+    for (const s of steps) {
+      if (!Number.isInteger(s.step) || s.step < 1) continue;
+      list[s.step - 1] = s;
+    }
+  }
+
+  /** Steps known for a run, in order (holes, if any page is missing, are skipped). */
+  steps(runId: string): StepInfo[] {
+    const list = this.stepsByRun.get(runId);
+    return list ? list.filter((s) => s !== undefined) : [];
+  }
+
+  step(runId: string, n: number): StepInfo | undefined {
+    return this.stepsByRun.get(runId)?.[n - 1];
+  }
+
+  /** Number of contiguous steps loaded from step 1. */
+  loadedCount(runId: string): number {
+    const list = this.stepsByRun.get(runId);
+    if (!list) return 0;
+    let n = 0;
+    while (n < list.length && list[n] !== undefined) n++;
+    return n;
+  }
+
+  /** The total the stepper moves over: steps known for the run. */
+  total(runId: string): number {
+    return this.loadedCount(runId);
+  }
+
+  /** Is every step of a finished run loaded? */
+  complete(runId: string): boolean {
+    const run = this.run(runId);
+    if (!run) return false;
+    return this.loadedCount(runId) >= run.steps;
+  }
+
+  hasSteps(runId: string): boolean {
+    return this.stepsByRun.has(runId);
+  }
+
+  /** The step, for `uri` and 0-based `line`, whose actor is created on that line (the latest). */
+  stepAtLine(runId: string, uri: string, line: number, sameUri: (a: string, b: string) => boolean = (a, b) => a === b): StepInfo | undefined {
+    const steps = this.steps(runId);
+    for (let i = steps.length - 1; i >= 0; i--) {
+      const s = steps[i];
+      if (s.range.start.line === line && sameUri(s.uri, uri)) return s;
+    }
+    return undefined;
+  }
+
+  forget(runId: string): void {
+    this.stepsByRun.delete(runId);
+    this.pending.delete(runId);
+    this.live.delete(runId);
+  }
+
+  private emit(change: StoreChange): void {
+    for (const l of [...this.listeners]) l(change);
+  }
+}

@@ -1,0 +1,609 @@
+/**
+ * Flowtape for VS Code: starts `<python> -m flowtape lsp`, shows runs and steps in the Flowtape
+ * view, and drives the stepper (status bar, keybindings, line highlight, resume, rerun actor).
+ */
+import * as vscode from "vscode";
+import * as path from "node:path";
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+  State,
+  TransportKind,
+} from "vscode-languageclient/node";
+import { StepStore } from "./core/stepStore";
+import { Stepper, parseGoTo } from "./core/stepper";
+import { statusText, stepLabel, shortRunId } from "./core/format";
+import {
+  Methods,
+  ServerCommands,
+  type GetStepsResult,
+  type RunFinishedParams,
+  type RunStartResult,
+  type RunStartedParams,
+  type RunsResult,
+  type StepDetail,
+  type StepInfo,
+  type StepsParams,
+} from "./core/protocol";
+import { RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsTree";
+import { DetailPanel } from "./detail";
+import { checkFlowtape, choosePython } from "./python";
+
+const PAGE = 500;
+
+class Flowtape implements vscode.Disposable {
+  readonly store = new StepStore({ batchMs: 50 });
+  readonly stepper = new Stepper();
+  readonly tree: RunsTreeProvider;
+  readonly view: vscode.TreeView<Node>;
+  readonly output = vscode.window.createOutputChannel("Flowtape");
+  private client: LanguageClient | undefined;
+  private starting: Promise<void> | undefined;
+  private readonly status: vscode.StatusBarItem;
+  private readonly resumeItem: vscode.StatusBarItem;
+  private readonly lineDecoration: vscode.TextEditorDecorationType;
+  private readonly detail = new DetailPanel();
+  private readonly loading = new Map<string, Promise<void>>();
+  private readonly disposables: vscode.Disposable[] = [];
+  private flowUri: string | undefined;
+  private refreshTimer: ReturnType<typeof setTimeout> | undefined;
+  /** A run we asked for (resume/rerun) whose runStarted the stepper should follow. */
+  private readonly follow = new Set<string>();
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.tree = new RunsTreeProvider(this.store);
+    this.tree.loadSteps = (runId) => this.loadSteps(runId);
+    this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
+    this.status = vscode.window.createStatusBarItem("flowtape.stepper", vscode.StatusBarAlignment.Left, 50);
+    this.status.name = "Flowtape Stepper";
+    this.status.command = "flowtape.stepper.goTo";
+    this.resumeItem = vscode.window.createStatusBarItem("flowtape.resume", vscode.StatusBarAlignment.Left, 49);
+    this.resumeItem.name = "Flowtape Resume";
+    this.resumeItem.text = "$(history) Resume";
+    this.resumeItem.tooltip = "⟲ Resume from here: a new run that replays up to this step, then runs live";
+    this.resumeItem.command = "flowtape.stepper.resume";
+    this.lineDecoration = vscode.window.createTextEditorDecorationType({
+      isWholeLine: true,
+      backgroundColor: new vscode.ThemeColor("flowtape.stepLineBackground"),
+      overviewRulerColor: new vscode.ThemeColor("editorOverviewRuler.findMatchForeground"),
+      overviewRulerLane: vscode.OverviewRulerLane.Center,
+    });
+    this.disposables.push(
+      this.view,
+      this.output,
+      this.status,
+      this.resumeItem,
+      this.lineDecoration,
+      this.detail,
+      this.tree,
+      this.store.onChange((c) => this.onStoreChange(c.steps)),
+      vscode.window.onDidChangeActiveTextEditor((e) => this.onEditorChange(e)),
+      vscode.window.onDidChangeVisibleTextEditors(() => this.decorate()),
+      vscode.workspace.onDidChangeConfiguration((e) => {
+        if (e.affectsConfiguration("flowtape.python") || e.affectsConfiguration("flowtape.server.extraArgs")) {
+          void this.restart();
+        }
+      }),
+      this.view.onDidChangeVisibility((e) => {
+        if (e.visible) this.scheduleRefresh();
+      }),
+    );
+    this.registerCommands();
+    this.updateStatus();
+  }
+
+  // ---- server ----------------------------------------------------------------------------------
+
+  start(): Promise<void> {
+    if (!this.starting) {
+      this.starting = this.startClient().finally(() => (this.starting = undefined));
+    }
+    return this.starting;
+  }
+
+  async restart(): Promise<void> {
+    const old = this.client;
+    this.client = undefined;
+    if (old) {
+      try {
+        await old.stop(5000);
+      } catch (e) {
+        this.log(`stopping the server: ${String(e)}`);
+      }
+    }
+    await this.start();
+  }
+
+  private async startClient(): Promise<void> {
+    const resource = vscode.window.activeTextEditor?.document.uri;
+    const { python, source } = await choosePython(resource);
+    const cwd = (resource && vscode.workspace.getWorkspaceFolder(resource)?.uri.fsPath) ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    this.log(`python: ${python} (from ${source})`);
+    const problem = await checkFlowtape(python, cwd);
+    if (problem) {
+      this.log(`cannot import flowtape with ${python}: ${problem}`);
+      void this.offerFix(python, problem);
+      return;
+    }
+    const extra = vscode.workspace.getConfiguration("flowtape").get<string[]>("server.extraArgs", []);
+    const serverOptions: ServerOptions = {
+      command: python,
+      args: ["-m", "flowtape", "lsp", ...extra],
+      transport: TransportKind.stdio,
+      options: { cwd },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: "file", language: "python" }],
+      outputChannel: this.output,
+      traceOutputChannel: this.output,
+    };
+    const client = new LanguageClient("flowtape", "Flowtape", serverOptions, clientOptions);
+    client.onNotification(Methods.runStarted, (p: RunStartedParams) => this.onRunStarted(p));
+    client.onNotification(Methods.steps, (p: StepsParams) => this.store.addSteps(p.runId, p.steps ?? []));
+    client.onNotification(Methods.runFinished, (p: RunFinishedParams) => this.onRunFinished(p));
+    client.onDidChangeState((e) => {
+      if (e.newState === State.Stopped) this.log("language server stopped");
+    });
+    this.client = client;
+    try {
+      await client.start();
+      this.log("language server started");
+      this.onEditorChange(vscode.window.activeTextEditor);
+      this.scheduleRefresh(0);
+    } catch (e) {
+      this.log(`starting the server failed: ${String(e)}`);
+      void vscode.window
+        .showErrorMessage(`Flowtape: the language server (${python} -m flowtape lsp) did not start: ${errorText(e)}`, "Show Output", "Choose Interpreter")
+        .then((pick) => {
+          if (pick === "Show Output") this.output.show(true);
+          else if (pick === "Choose Interpreter") void vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
+        });
+    }
+  }
+
+  private async offerFix(python: string, problem: string): Promise<void> {
+    const install = "Install Flowtape";
+    const choose = "Choose Interpreter";
+    const pick = await vscode.window.showErrorMessage(
+      `Flowtape: ${python} cannot import flowtape (${problem}).`,
+      install,
+      choose,
+    );
+    if (pick === install) {
+      const term = vscode.window.createTerminal("Flowtape install");
+      term.show();
+      term.sendText(`${shellQuote(python)} -m pip install flowtape`);
+      const again = await vscode.window.showInformationMessage("When pip is done, restart the Flowtape server.", "Restart Server");
+      if (again) await this.restart();
+    } else if (pick === choose) {
+      await vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
+    }
+  }
+
+  private ready(): LanguageClient | undefined {
+    const c = this.client;
+    if (!c || !c.isRunning()) return undefined;
+    return c;
+  }
+
+  private async request<R>(method: string, params: unknown): Promise<R | undefined> {
+    const c = this.ready();
+    if (!c) return undefined;
+    try {
+      return await c.sendRequest<R>(method, params);
+    } catch (e) {
+      this.log(`${method} failed: ${errorText(e)}`);
+      throw e;
+    }
+  }
+
+  private async serverCommand<R>(command: string, params: unknown): Promise<R | undefined> {
+    const c = this.ready();
+    if (!c) {
+      void vscode.window.showWarningMessage("Flowtape: the language server is not running.");
+      return undefined;
+    }
+    try {
+      return (await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: [params] })) as R;
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Flowtape: ${command}: ${errorText(e)}`);
+      return undefined;
+    }
+  }
+
+  // ---- runs and steps ---------------------------------------------------------------------------
+
+  private onEditorChange(editor: vscode.TextEditor | undefined): void {
+    if (editor && editor.document.languageId === "python" && editor.document.uri.scheme === "file") {
+      const uri = editor.document.uri.toString();
+      if (uri !== this.flowUri) {
+        this.flowUri = uri;
+        this.tree.currentUri = uri;
+        this.scheduleRefresh();
+      }
+    }
+    this.decorate();
+  }
+
+  private scheduleRefresh(ms = 150): void {
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = undefined;
+      void this.refreshRuns();
+    }, ms);
+  }
+
+  async refreshRuns(): Promise<void> {
+    if (!this.ready()) return;
+    let result: RunsResult | undefined;
+    try {
+      result = await this.request<RunsResult>(Methods.runs, this.flowUri ? { uri: this.flowUri } : {});
+    } catch {
+      return;
+    }
+    if (!result) return;
+    this.store.setRuns(result.runs ?? []);
+    const visible = this.tree.visibleRuns();
+    const current = this.stepper.runId;
+    if (!current || !visible.some((r) => r.runId === current)) {
+      await this.selectRun(visible[0]?.runId);
+    } else {
+      this.updateStatus();
+    }
+  }
+
+  /** Load all steps of a run that is not streaming, page by page. */
+  loadSteps(runId: string): Promise<void> {
+    const existing = this.loading.get(runId);
+    if (existing) return existing;
+    const job = (async () => {
+      for (let guard = 0; guard < 10000; guard++) {
+        const from = this.store.loadedCount(runId) + 1;
+        let page: GetStepsResult | undefined;
+        try {
+          page = await this.request<GetStepsResult>(Methods.getSteps, { runId, from, limit: PAGE });
+        } catch {
+          return;
+        }
+        if (!page) return;
+        this.store.putSteps(runId, page.steps ?? [], page.total);
+        if (!page.steps?.length || this.store.loadedCount(runId) >= page.total) return;
+      }
+    })().finally(() => this.loading.delete(runId));
+    this.loading.set(runId, job);
+    return job;
+  }
+
+  private async selectRun(runId: string | undefined, index = 0): Promise<void> {
+    this.stepper.setRun(runId, runId ? this.store.loadedCount(runId) : 0, index);
+    this.tree.cursor = { runId, step: this.stepper.index };
+    this.tree.refresh();
+    this.updateStatus();
+    this.decorate();
+    if (runId && !this.store.isLive(runId) && !this.store.complete(runId)) {
+      await this.loadSteps(runId);
+      if (this.stepper.runId === runId) {
+        this.stepper.setTotal(this.store.loadedCount(runId));
+        if (index) this.stepper.goTo(index);
+        this.updateStatus();
+        this.decorate();
+      }
+    }
+  }
+
+  private onRunStarted(p: RunStartedParams): void {
+    this.store.runStarted(p);
+    const mine = this.follow.delete(p.runId);
+    if (mine || (this.flowUri && sameUri(p.uri, this.flowUri)) || !this.flowUri) {
+      if (!this.flowUri) {
+        this.flowUri = p.uri;
+        this.tree.currentUri = p.uri;
+      }
+      void this.selectRun(p.runId).then(() => {
+        this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
+        this.revealRun(p.runId);
+      });
+    }
+  }
+
+  /** Show a run expanded in the view (after the view has drawn it). */
+  private revealRun(runId: string, attempt = 0): void {
+    if (!this.view.visible) return;
+    setTimeout(() => {
+      this.view.reveal(this.tree.runNode(runId), { expand: true, select: false, focus: false }).then(undefined, () => {
+        if (attempt < 5) this.revealRun(runId, attempt + 1);
+      });
+    }, 100 + attempt * 200);
+  }
+
+  private onRunFinished(p: RunFinishedParams): void {
+    this.store.runFinished(p.runId, p.status);
+    if (p.replayStopped?.length) {
+      this.store.markDiverged(p.runId, p.replayStopped.map((d) => d.step).filter((n) => Number.isInteger(n)));
+      const d = p.replayStopped[0];
+      void vscode.window.showWarningMessage(
+        `Flowtape: replay of run ${shortRunId(p.runId)} diverged at step ${d.step} (${d.actor}, fire ${d.fireCount}): ${d.reason}`,
+      );
+    } else if (p.status === "failed" && p.error) {
+      void vscode.window.showErrorMessage(`Flowtape: run ${shortRunId(p.runId)} failed: ${p.error}`);
+    }
+    this.scheduleRefresh(200);
+  }
+
+  private onStoreChange(changed: Set<string>): void {
+    const runId = this.stepper.runId;
+    if (runId && changed.has(runId)) {
+      const moved = this.stepper.setTotal(this.store.loadedCount(runId));
+      if (moved) this.applyCursor({ openEditor: false });
+      else this.updateStatus();
+    }
+  }
+
+  // ---- the stepper --------------------------------------------------------------------------------
+
+  private currentStep(): StepInfo | undefined {
+    const runId = this.stepper.runId;
+    return runId && this.stepper.index > 0 ? this.store.step(runId, this.stepper.index) : undefined;
+  }
+
+  private updateStatus(): void {
+    const runId = this.stepper.runId;
+    void vscode.commands.executeCommand("setContext", "flowtape.hasRun", !!runId);
+    void vscode.commands.executeCommand("setContext", "flowtape.hasStep", !!this.currentStep());
+    if (!runId) {
+      this.status.hide();
+      this.resumeItem.hide();
+      return;
+    }
+    const step = this.currentStep();
+    this.status.text = `$(debug-step-over) ${statusText(this.stepper.index, this.stepper.total, step?.actor)}`;
+    const run = this.store.run(runId);
+    this.status.tooltip = new vscode.MarkdownString(
+      `Flowtape stepper — run \`${runId}\`${run ? ` (${run.status})` : ""}\n\n` +
+        (step ? `${stepLabel(step)}${step.replayed ? " · replayed" : ""}${step.diverged ? " · diverged" : ""}\n\n` : "") +
+        "Alt+[ / Alt+] step, Alt+Home / Alt+End first/last, Alt+G go to step",
+    );
+    this.status.show();
+    if (step) this.resumeItem.show();
+    else this.resumeItem.hide();
+  }
+
+  private async move(fn: (s: Stepper) => boolean): Promise<void> {
+    if (!this.stepper.runId) {
+      await this.refreshRuns();
+      if (!this.stepper.runId) {
+        void vscode.window.showInformationMessage("Flowtape: no run to step through. Run the flow first (▶ Run).");
+        return;
+      }
+    }
+    const runId = this.stepper.runId;
+    if (runId && !this.store.isLive(runId) && !this.store.complete(runId)) {
+      await this.loadSteps(runId);
+      this.stepper.setTotal(this.store.loadedCount(runId));
+    }
+    this.stepper.follow = false;
+    fn(this.stepper);
+    if (this.stepper.index === this.stepper.total && this.store.isLive(runId ?? "")) {
+      this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
+    }
+    this.applyCursor({ openEditor: true });
+  }
+
+  private applyCursor(opts: { openEditor: boolean }): void {
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    this.tree.cursor = { runId, step: this.stepper.index };
+    this.updateStatus();
+    if (!runId || !step) {
+      this.decorate();
+      return;
+    }
+    if (this.view.visible) {
+      void this.view.reveal(this.tree.stepNode(runId, step.step), { select: true, focus: false }).then(undefined, () => undefined);
+    }
+    void this.showLine(step, opts.openEditor);
+    const c = this.ready();
+    if (c) void c.sendNotification(Methods.selectStep, { runId, step: step.step }).then(undefined, () => undefined);
+    if (this.detail.isOpen) void this.showDetail(false);
+  }
+
+  private async showLine(step: StepInfo, openEditor: boolean): Promise<void> {
+    let uri: vscode.Uri;
+    try {
+      uri = vscode.Uri.parse(step.uri);
+    } catch {
+      return;
+    }
+    let editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri.toString());
+    if (!editor && openEditor) {
+      try {
+        editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true });
+      } catch (e) {
+        this.log(`cannot open ${step.uri}: ${String(e)}`);
+      }
+    }
+    this.decorate();
+    if (editor) {
+      const line = Math.min(step.range.start.line, editor.document.lineCount - 1);
+      editor.revealRange(new vscode.Range(line, 0, line, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+    }
+  }
+
+  /** Highlight the creation line of the current step's actor in every editor showing its file. */
+  private decorate(): void {
+    const step = this.currentStep();
+    for (const editor of vscode.window.visibleTextEditors) {
+      if (step && sameUri(editor.document.uri.toString(), step.uri)) {
+        const line = Math.min(step.range.start.line, editor.document.lineCount - 1);
+        const range = new vscode.Range(line, 0, line, 0);
+        editor.setDecorations(this.lineDecoration, [
+          {
+            range,
+            hoverMessage: `Flowtape step ${stepLabel(step)}${step.replayed ? " (replayed)" : ""}`,
+            renderOptions: {
+              after: {
+                contentText: `  ◀ step ${step.step} · fire ${step.fireCount}${step.replayed ? " · replayed" : ""}`,
+                color: new vscode.ThemeColor("editorCodeLens.foreground"),
+              },
+            },
+          },
+        ]);
+      } else {
+        editor.setDecorations(this.lineDecoration, []);
+      }
+    }
+  }
+
+  private async goToPrompt(): Promise<void> {
+    if (!this.stepper.runId) await this.refreshRuns();
+    const runId = this.stepper.runId;
+    if (!runId) {
+      void vscode.window.showInformationMessage("Flowtape: no run to step through.");
+      return;
+    }
+    if (!this.store.isLive(runId)) await this.loadSteps(runId);
+    this.stepper.setTotal(this.store.loadedCount(runId));
+    const total = this.stepper.total;
+    const value = await vscode.window.showInputBox({
+      title: `Go to step (run ${shortRunId(runId)})`,
+      prompt: `A step from 1 to ${total}, "first", "last", or +N / -N`,
+      value: this.stepper.index ? String(this.stepper.index) : "",
+      validateInput: (text) => {
+        const r = parseGoTo(text, this.stepper.index, this.stepper.total);
+        return typeof r === "string" ? r : undefined;
+      },
+    });
+    if (value === undefined) return;
+    const n = parseGoTo(value, this.stepper.index, this.stepper.total);
+    if (typeof n === "number") await this.move((s) => s.goTo(n));
+  }
+
+  // ---- actions ----------------------------------------------------------------------------------------
+
+  private async stepFromArg(arg: unknown): Promise<{ runId: string; step: number } | undefined> {
+    if (arg instanceof StepNode) return { runId: arg.runId, step: arg.step };
+    const step = this.currentStep();
+    if (step && this.stepper.runId) return { runId: this.stepper.runId, step: step.step };
+    void vscode.window.showInformationMessage("Flowtape: pick a step first (Alt+] or click a step in the Flowtape view).");
+    return undefined;
+  }
+
+  private async resume(arg?: unknown): Promise<void> {
+    const at = await this.stepFromArg(arg);
+    if (!at) return;
+    const result = await this.serverCommand<RunStartResult>(ServerCommands.resumeAtStep, at);
+    if (result?.runId) this.followRun(result.runId);
+  }
+
+  private async rerunActor(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.document.languageId !== "python") {
+      void vscode.window.showInformationMessage("Flowtape: put the cursor on the line that creates an actor.");
+      return;
+    }
+    if (!this.stepper.runId) await this.refreshRuns();
+    const runId = this.stepper.runId;
+    if (!runId) {
+      void vscode.window.showInformationMessage("Flowtape: this flow has no run yet.");
+      return;
+    }
+    if (!this.store.isLive(runId) && !this.store.complete(runId)) await this.loadSteps(runId);
+    const line = editor.selection.active.line;
+    const step = this.store.stepAtLine(runId, editor.document.uri.toString(), line, sameUri);
+    if (!step) {
+      void vscode.window.showInformationMessage(`Flowtape: no actor of run ${shortRunId(runId)} is created on line ${line + 1}.`);
+      return;
+    }
+    const result = await this.serverCommand<RunStartResult>(ServerCommands.rerunActor, { runId, actor: step.actor });
+    if (result?.runId) this.followRun(result.runId);
+  }
+
+  private followRun(runId: string): void {
+    if (this.store.run(runId)) {
+      void this.selectRun(runId);
+    } else {
+      this.follow.add(runId);
+    }
+  }
+
+  private async showDetail(reveal = true, arg?: unknown): Promise<void> {
+    const at = arg instanceof StepNode ? { runId: arg.runId, step: arg.step } : await this.stepFromArg(undefined);
+    if (!at) return;
+    try {
+      const detail = await this.request<StepDetail>(Methods.stepDetail, at);
+      if (detail) this.detail.show(detail, reveal);
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Flowtape: step detail: ${errorText(e)}`);
+    }
+  }
+
+  private registerCommands(): void {
+    const reg = (id: string, fn: (...args: unknown[]) => unknown) =>
+      this.disposables.push(vscode.commands.registerCommand(id, fn));
+    reg("flowtape.stepper.previous", () => this.move((s) => s.previous()));
+    reg("flowtape.stepper.next", () => this.move((s) => s.next()));
+    reg("flowtape.stepper.first", () => this.move((s) => s.first()));
+    reg("flowtape.stepper.last", () => this.move((s) => s.last()));
+    reg("flowtape.stepper.goTo", () => this.goToPrompt());
+    reg("flowtape.stepper.resume", (arg) => this.resume(arg));
+    reg("flowtape.stepper.rerunActor", () => this.rerunActor());
+    reg("flowtape.stepper.showDetail", (arg) => this.showDetail(true, arg));
+    reg("flowtape.view.refresh", () => this.refreshRuns());
+    reg("flowtape.view.restartServer", () => this.restart());
+    reg("flowtape.view.select", async (arg) => {
+      if (!(arg instanceof StepNode)) return;
+      if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId);
+      await this.move((s) => s.goTo(arg.step));
+    });
+    reg("flowtape.view.stopRun", async (arg) => {
+      const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;
+      if (runId) await this.serverCommand(ServerCommands.stop, { runId });
+    });
+    // Selecting a run row makes it the stepper's run.
+    this.disposables.push(
+      this.view.onDidChangeSelection((e) => {
+        const node = e.selection[0];
+        if (node instanceof RunNode && node.runId !== this.stepper.runId) void this.selectRun(node.runId);
+      }),
+    );
+  }
+
+  log(line: string): void {
+    this.output.appendLine(`[flowtape] ${line}`);
+  }
+
+  async dispose(): Promise<void> {
+    for (const d of this.disposables) d.dispose();
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    const c = this.client;
+    this.client = undefined;
+    if (c) await c.stop(3000).catch(() => undefined);
+  }
+}
+
+function errorText(e: unknown): string {
+  if (e && typeof e === "object" && "message" in e) return String((e as { message: unknown }).message);
+  return String(e);
+}
+
+function shellQuote(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+let instance: Flowtape | undefined;
+
+export function activate(context: vscode.ExtensionContext): { flowtape: Flowtape } {
+  instance = new Flowtape(context);
+  context.subscriptions.push({ dispose: () => void instance?.dispose() });
+  void instance.start();
+  instance.log(`activated (${path.basename(context.extensionPath)})`);
+  return { flowtape: instance };
+}
+
+export async function deactivate(): Promise<void> {
+  const i = instance;
+  instance = undefined;
+  await i?.dispose();
+}

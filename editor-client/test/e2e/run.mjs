@@ -1,0 +1,511 @@
+#!/usr/bin/env node
+// End-to-end test of the Flowtape extension in a real VS Code (code-server 4.100.3, offline),
+// driven by playwright-core + Debian chromium. See README.md ("Tests").
+//
+//   npm run test:e2e            (installs code-server if needed, builds, runs this)
+//   node test/e2e/run.mjs       (expects the build and code-server to be there)
+//
+// Env: FLOWTAPE_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT_S (default 420),
+//      E2E_KEEP=1 keeps the temp folder, E2E_FAKE_SERVER=1 uses test/e2e/fake-server (development aid).
+import { spawn, spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const CLIENT = resolve(HERE, "../..");
+const ROOT = resolve(CLIENT, "..");
+const RESULTS = join(CLIENT, "test-results");
+const CODE_SERVER = join(ROOT, ".cache/code-server/package/out/node/entry.js");
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const FAKE = process.env.E2E_FAKE_SERVER === "1";
+const REAL_PYTHON = process.env.FLOWTAPE_PYTHON ?? join(ROOT, ".venv/bin/python");
+// E2E_FAKE_SERVER=1: a stand-in server (test/e2e/fake-server/) instead of `flowtape lsp`, to work on
+// the extension before the real server exists. The real e2e never uses it.
+const PYTHON = FAKE ? join(HERE, "fake-server/python") : REAL_PYTHON;
+if (FAKE) process.env.FLOWTAPE_REAL_PYTHON = REAL_PYTHON;
+const TOTAL_S = Number(process.env.E2E_TIMEOUT_S ?? 420);
+const pkg = JSON.parse(readFileSync(join(CLIENT, "package.json"), "utf8"));
+
+const t0 = Date.now();
+const secs = () => ((Date.now() - t0) / 1000).toFixed(1).padStart(5);
+const log = (msg) => console.log(`[e2e ${secs()}s] ${msg}`);
+const results = [];
+let page;
+let browser;
+let server;
+let tmp;
+let shot = 0;
+
+async function screenshot(name) {
+  if (!page) return;
+  const file = join(RESULTS, `${String(++shot).padStart(2, "0")}-${name}.png`);
+  try {
+    await page.screenshot({ path: file, timeout: 10000 });
+    log(`  screenshot ${file.slice(CLIENT.length + 1)}`);
+  } catch (e) {
+    log(`  (screenshot failed: ${e.message})`);
+  }
+}
+
+/** Run one stage: prints progress, records pass/fail, screenshots on failure. */
+async function stage(name, fn, { critical = true } = {}) {
+  const start = Date.now();
+  log(`▶ ${name}`);
+  try {
+    await fn();
+    const s = ((Date.now() - start) / 1000).toFixed(1);
+    log(`✔ ${name} (${s}s)`);
+    results.push({ name, ok: true });
+    return true;
+  } catch (e) {
+    log(`✘ ${name}: ${e.message.split("\n")[0]}`);
+    results.push({ name, ok: false, error: e.message.split("\n")[0] });
+    await screenshot(`FAILED-${name.replace(/[^a-z0-9]+/gi, "-").toLowerCase()}`);
+    if (critical) throw new Stop();
+    return false;
+  }
+}
+class Stop extends Error {}
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.on("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+function check(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+// ---- preflight ---------------------------------------------------------------------------------
+
+function preflight() {
+  const problems = [];
+  if (!existsSync(join(CLIENT, "dist/extension.js"))) problems.push("extension not built: run `npm run build` in editor-client/");
+  if (!existsSync(CODE_SERVER)) problems.push(`code-server missing at ${CODE_SERVER}: run scripts/install-code-server.sh`);
+  if (!existsSync(CHROMIUM)) problems.push(`${CHROMIUM} missing: apt-get install chromium (scripts/install-code-server.sh does it)`);
+  if (problems.length) {
+    for (const p of problems) log(`PREFLIGHT FAILED: ${p}`);
+    process.exit(2);
+  }
+  if (FAKE) log("USING THE FAKE SERVER (E2E_FAKE_SERVER=1): this run does not test the real flowtape language server");
+  const probe = spawnSync(PYTHON, ["-c", FAKE ? "import flowtape, pygls; print(flowtape.__file__)" : "import flowtape, flowtape_lsp.server; print(flowtape.__file__)"], { encoding: "utf8", timeout: 30000 });
+  if (probe.status === 0) {
+    log(`server: ${PYTHON} imports flowtape and flowtape_lsp.server (${probe.stdout.trim()})`);
+    return true;
+  }
+  const why = (probe.error?.message ?? probe.stderr ?? "").trim().split("\n").pop();
+  log(`SERVER MISSING: ${PYTHON} cannot import flowtape/flowtape_lsp.server (${why}).`);
+  log("  The extension-only checks run; every server-dependent check is reported as failed.");
+  log("  Fix: `make test` (or `make venv`) at the repo root installs the package into .venv.");
+  return false;
+}
+
+// ---- set up a user-data-dir, an extensions dir and a workspace -----------------------------------
+
+function setup() {
+  tmp = mkdtempSync(join(tmpdir(), "flowtape-e2e-"));
+  const data = join(tmp, "data");
+  const ext = join(tmp, "extensions");
+  const ws = join(tmp, "workspace");
+  mkdirSync(join(data, "User"), { recursive: true });
+  writeFileSync(
+    join(data, "User/settings.json"),
+    JSON.stringify(
+      {
+        "workbench.startupEditor": "none",
+        "security.workspace.trust.enabled": false,
+        "telemetry.telemetryLevel": "off",
+        "extensions.autoUpdate": false,
+        "extensions.autoCheckUpdates": false,
+        "extensions.ignoreRecommendations": true,
+        "update.mode": "none",
+        "workbench.tips.enabled": false,
+        "workbench.enableExperiments": false,
+        "editor.minimap.enabled": false,
+        "editor.codeLens": true,
+        "git.enabled": false,
+        "chat.commandCenter.enabled": false,
+        "window.commandCenter": false,
+        "flowtape.python": PYTHON,
+      },
+      null,
+      2,
+    ),
+  );
+  // The extension, unpacked, as VS Code lays out an installed one.
+  const dest = join(ext, `${pkg.publisher}.${pkg.name}-${pkg.version}`);
+  mkdirSync(dest, { recursive: true });
+  for (const f of ["package.json", "README.md", "dist", "media"]) {
+    if (existsSync(join(CLIENT, f))) cpSync(join(CLIENT, f), join(dest, f), { recursive: true });
+  }
+  mkdirSync(ws, { recursive: true });
+  cpSync(join(HERE, "fixture/flow.py"), join(ws, "flow.py"));
+  cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
+  return { data, ext, ws };
+}
+
+function startCodeServer(port, { data, ext, ws }) {
+  const args = [
+    CODE_SERVER,
+    "--bind-addr", `127.0.0.1:${port}`,
+    "--auth", "none",
+    "--disable-telemetry",
+    "--disable-update-check",
+    "--disable-workspace-trust",
+    "--user-data-dir", data,
+    "--extensions-dir", ext,
+    ws,
+  ];
+  const logFile = createWriteStream(join(RESULTS, "code-server.log"));
+  server = spawn(process.execPath, args, {
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, XDG_CONFIG_HOME: join(tmp, "config"), XDG_DATA_HOME: join(tmp, "xdg-data") },
+  });
+  return new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error("code-server did not print 'HTTP server listening on' within 60 s")), 60000);
+    const onData = (buf) => {
+      logFile.write(buf);
+      if (String(buf).includes("HTTP server listening on")) {
+        clearTimeout(timer);
+        res();
+      }
+    };
+    server.stdout.on("data", onData);
+    server.stderr.on("data", onData);
+    server.on("exit", (code) => {
+      clearTimeout(timer);
+      rej(new Error(`code-server exited early with code ${code} (see test-results/code-server.log)`));
+    });
+  });
+}
+
+async function stopAll() {
+  try {
+    await browser?.close();
+  } catch {}
+  if (server && server.exitCode === null) {
+    try {
+      process.kill(-server.pid, "SIGTERM");
+    } catch {}
+    await new Promise((r) => setTimeout(r, 1500));
+    try {
+      process.kill(-server.pid, "SIGKILL");
+    } catch {}
+  }
+  if (tmp) {
+    try {
+      if (existsSync(join(tmp, "data/logs"))) cpSync(join(tmp, "data/logs"), join(RESULTS, "vscode-logs"), { recursive: true });
+    } catch {}
+    if (process.env.E2E_KEEP) log(`kept ${tmp}`);
+    else rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+// ---- UI helpers --------------------------------------------------------------------------------
+
+const sidebar = () => page.locator(".part.sidebar");
+const statusbar = () => page.locator(".part.statusbar");
+
+async function runCommand(title, { retries = 3 } = {}) {
+  for (let i = 1; i <= retries; i++) {
+    try {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("F1");
+      const input = page.locator(".quick-input-widget input");
+      await input.waitFor({ state: "visible", timeout: 5000 });
+      await input.fill(`>${title}`);
+      const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+      await row.waitFor({ state: "visible", timeout: 5000 });
+      await page.keyboard.press("Enter");
+      return;
+    } catch (e) {
+      if (i === retries) throw new Error(`command palette: "${title}" not found (${e.message.split("\n")[0]})`);
+      await page.waitForTimeout(1000);
+    }
+  }
+}
+
+async function statusText() {
+  return (await statusbar().innerText({ timeout: 5000 })).replace(/\s+/g, " ");
+}
+
+async function waitStatus(re, timeout = 15000) {
+  const deadline = Date.now() + timeout;
+  let last = "";
+  while (Date.now() < deadline) {
+    last = await statusText();
+    const m = re.exec(last);
+    if (m) return m;
+    await page.waitForTimeout(200);
+  }
+  throw new Error(`status bar never matched ${re} (last: "${last.slice(0, 200)}")`);
+}
+
+/** Focus the flow editor: a click right of the text (never on a code lens). */
+async function focusEditor() {
+  const editor = page.locator(".editor-instance .monaco-editor .overflow-guard").first();
+  const box = await editor.boundingBox();
+  if (!box) throw new Error("no editor to focus");
+  await page.mouse.click(box.x + box.width - 80, box.y + 60);
+}
+
+/** Tree rows of the Flowtape view, as text. */
+async function treeRows() {
+  return sidebar().locator(".monaco-list-row").allInnerTexts();
+}
+
+async function waitRows(pred, what, timeout = 30000) {
+  const deadline = Date.now() + timeout;
+  let rows = [];
+  while (Date.now() < deadline) {
+    rows = (await treeRows()).map((r) => r.replace(/\s+/g, " ").trim());
+    if (pred(rows)) return rows;
+    await page.waitForTimeout(300);
+  }
+  throw new Error(`${what}: not seen in the Flowtape tree within ${timeout / 1000}s (rows: ${JSON.stringify(rows.slice(0, 12))})`);
+}
+
+/** 1-based editor lines that carry a `.squiggly-warning`. */
+async function squiggleLines(cls = "squiggly-warning") {
+  return page.evaluate((cls) => {
+    const editor = document.querySelector(".editor-instance .monaco-editor") ?? document.querySelector(".monaco-editor");
+    if (!editor) return [];
+    const numbers = new Map();
+    for (const div of editor.querySelectorAll(".margin-view-overlays > div")) {
+      const n = div.querySelector(".line-numbers");
+      if (n) numbers.set(div.style.top, n.textContent.trim());
+    }
+    const lines = [];
+    for (const sq of editor.querySelectorAll(`.view-overlays .${cls}`)) {
+      const top = sq.parentElement?.style.top;
+      lines.push(Number(numbers.get(top) ?? -1));
+    }
+    return [...new Set(lines)].sort((a, b) => a - b);
+  }, cls);
+}
+
+function lineOf(file, text) {
+  const lines = readFileSync(file, "utf8").split("\n");
+  const i = lines.findIndex((l) => l.includes(text));
+  return i + 1;
+}
+
+// ---- the test ----------------------------------------------------------------------------------
+
+async function main() {
+  rmSync(RESULTS, { recursive: true, force: true });
+  mkdirSync(RESULTS, { recursive: true });
+  const serverOk = preflight();
+  const dirs = setup();
+  const flowFile = join(dirs.ws, "flow.py");
+  log(`workspace ${dirs.ws}`);
+  const port = await freePort();
+  const { chromium } = await import("playwright-core");
+
+  await stage(`code-server starts on port ${port}`, () => startCodeServer(port, dirs));
+  await stage("workbench loads in chromium", async () => {
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+    const context = await browser.newContext({ viewport: { width: 1500, height: 950 } });
+    page = await context.newPage();
+    page.setDefaultTimeout(15000);
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.ws)}`, { timeout: 60000 });
+    await page.locator(".monaco-workbench").waitFor({ timeout: 60000 });
+    await page.locator(".part.activitybar").waitFor({ timeout: 30000 });
+  });
+
+  await stage("open flow.py", async () => {
+    for (let i = 0; i < 3; i++) {
+      try {
+        await page.keyboard.press("Control+P");
+        const input = page.locator(".quick-input-widget input");
+        await input.waitFor({ state: "visible", timeout: 5000 });
+        await input.fill("flow.py");
+        await page.locator(".quick-input-list .monaco-list-row", { hasText: "flow.py" }).first().waitFor({ timeout: 8000 });
+        await page.keyboard.press("Enter");
+        await page.locator(".monaco-editor .view-lines", { hasText: "@workflow" }).first().waitFor({ timeout: 10000 });
+        return;
+      } catch (e) {
+        if (i === 2) throw e;
+        await page.keyboard.press("Escape");
+        await page.waitForTimeout(1500);
+      }
+    }
+  });
+
+  await stage("Flowtape view container in the activity bar, view visible", async () => {
+    const item = page.locator('.part.activitybar .action-item a[aria-label^="Flowtape"], .part.activitybar .action-item[aria-label^="Flowtape"]').first();
+    await item.waitFor({ timeout: 30000 });
+    await item.click();
+    await sidebar().locator(".composite.title, .title-label", { hasText: /flowtape/i }).first().waitFor({ timeout: 10000 });
+    // A collapsed pane header (when the view is not merged with its container): expand it.
+    const header = sidebar().locator('.pane-header[aria-expanded="false"]', { hasText: /runs/i });
+    if (await header.count()) await header.first().click();
+    await screenshot("view-visible");
+  });
+
+  if (!serverOk) {
+    await stage("extension reports the missing server with a fix", async () => {
+      const toast = page.locator(".notifications-toasts .notification-toast, .notification-list-item", { hasText: /flowtape/i }).first();
+      await toast.waitFor({ timeout: 30000 });
+      const text = (await toast.innerText()).replace(/\s+/g, " ");
+      log(`  notification: ${text.slice(0, 200)}`);
+      await screenshot("server-missing-notification");
+    }, { critical: false });
+    throw new Error(`the Flowtape language server is missing (${PYTHON} cannot import flowtape_lsp.server): server-dependent checks not run`);
+  }
+
+  await stage("▶ Run code lens runs the flow", async () => {
+    const lens = page.locator(".contentWidgets .codelens-decoration a, .codelens-decoration a", { hasText: /Run/ }).first();
+    await lens.waitFor({ timeout: 60000 });
+    const lenses = (await page.locator(".codelens-decoration").allInnerTexts()).map((t) => t.trim());
+    log(`  code lenses: ${JSON.stringify(lenses)}`);
+    await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().click();
+  });
+
+  let total = 0;
+  await stage("steps stream into the Flowtape tree", async () => {
+    const rows = await waitRows((rs) => rs.some((r) => /^\d+ · \w+ · fire \d+/.test(r)), "a step row `N · actor · fire K`", 45000);
+    await waitStatus(/step [–\d]+\/\d+/, 20000);
+    const runRows = rows.filter((r) => !/^\d+ · /.test(r));
+    log(`  runs: ${JSON.stringify(runRows)}`);
+    // wait for the run to finish (its description stops saying running)
+    await waitRows((rs) => rs.some((r) => /^main ·/.test(r) && !/running/.test(r)), "a finished run", 30000);
+    const m = await waitStatus(/step [–\d]+\/(\d+)/);
+    total = Number(m[1]);
+    check(total >= 5, `expected several steps, status says ${m[0]}`);
+    await screenshot("run-streamed");
+  });
+
+  await stage("keyboard stepping moves the status bar and the tree selection", async () => {
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(new RegExp(`step 1/${total} · \\w+`));
+    await page.keyboard.press("Alt+BracketRight");
+    const two = await waitStatus(new RegExp(`step 2/${total} · (\\w+)`));
+    await page.keyboard.press("Alt+BracketRight");
+    await waitStatus(new RegExp(`step 3/${total} · \\w+`));
+    await page.keyboard.press("Alt+BracketLeft");
+    await waitStatus(new RegExp(`step 2/${total} · ${two[1]}`));
+    const selected = (await sidebar().locator(".monaco-list-row.selected").allInnerTexts()).map((t) => t.replace(/\s+/g, " "));
+    check(selected.some((t) => t.startsWith(`2 · ${two[1]}`)), `tree selection should be step 2, is ${JSON.stringify(selected)}`);
+    await page.keyboard.press("Alt+End");
+    await waitStatus(new RegExp(`step ${total}/${total}`));
+    const deco = await page.locator(".monaco-editor .view-overlays .cdr, .monaco-editor .view-overlays div[class*='ced-']").count();
+    log(`  status "${(await statusText()).match(/step \S+ · \w+/)?.[0]}", ${selected.length} selected row(s), ${deco} overlay decorations`);
+    await screenshot("stepping");
+  });
+
+  await stage("Go to step… (Alt+G) and ⟲ Resume from here shows replayed steps", async () => {
+    await focusEditor();
+    await page.keyboard.press("Alt+G");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 5000 });
+    await input.fill("4");
+    await page.keyboard.press("Enter");
+    await waitStatus(new RegExp(`step 4/${total}`));
+    await runCommand("Flowtape: ⟲ Resume from Here");
+    const rows = await waitRows((rs) => rs.some((r) => /resumed from .* @ step 4/.test(r)) && rs.some((r) => /replayed/.test(r)), "a resumed run with replayed steps", 45000);
+    log(`  ${rows.filter((r) => /replayed|resumed/.test(r)).slice(0, 6).join(" | ")}`);
+    await waitRows((rs) => rs.some((r) => /resumed from/.test(r) && !/running/.test(r)), "the resumed run finished", 30000);
+    await screenshot("resumed");
+  }, { critical: false });
+
+  await stage("the world changes → resume diverges → squiggle on the actor's line", async () => {
+    const expected = [lineOf(flowFile, "review = Review()"), lineOf(flowFile, "collect = Collect()")];
+    writeFileSync(join(dirs.ws, "words.txt"), "alpha BETA gamma delta epsilon\n");
+    await focusEditor();
+    await page.keyboard.press("Alt+G");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 5000 });
+    await input.fill(String(Math.min(6, total)));
+    await page.keyboard.press("Enter");
+    await waitStatus(new RegExp(`step ${Math.min(6, total)}/`));
+    // The inline tree action on the selected step row; the palette when it is not there.
+    const row = sidebar().locator(".monaco-list-row.selected").first();
+    let clicked = false;
+    try {
+      await row.hover({ timeout: 3000 });
+      const action = row.locator('.actions a[aria-label*="Resume"], .actions .action-label[aria-label*="Resume"]').first();
+      await action.click({ timeout: 3000 });
+      clicked = true;
+      log("  resumed with the inline ⟲ action of the step row");
+    } catch {
+      await runCommand("Flowtape: ⟲ Resume from Here");
+    }
+    void clicked;
+    await focusEditor();
+    const deadline = Date.now() + 45000;
+    let lines = [];
+    while (Date.now() < deadline) {
+      lines = await squiggleLines();
+      if (lines.some((l) => expected.includes(l))) break;
+      await page.waitForTimeout(500);
+    }
+    log(`  warning squiggles on lines ${JSON.stringify(lines)}; expected one of ${JSON.stringify(expected)}`);
+    await screenshot("divergence");
+    check(lines.some((l) => expected.includes(l)), `no .squiggly-warning on line ${expected.join(" or ")}`);
+  }, { critical: false });
+
+  await stage("Rerun This Actor from the editor (cursor on `collect = Collect()`)", async () => {
+    const line = lineOf(flowFile, "collect = Collect()");
+    const before = (await treeRows()).filter((r) => /resumed from/.test(r)).length;
+    await focusEditor();
+    await page.keyboard.press("Control+G");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 5000 });
+    await input.fill(`:${line}`);
+    await page.keyboard.press("Enter");
+    await runCommand("Flowtape: Rerun This Actor");
+    await waitRows((rs) => rs.filter((r) => /resumed from/.test(r)).length > before, "a new run resumed for `collect`", 45000);
+    await screenshot("rerun-actor");
+  }, { critical: false });
+
+  await stage("Show Step Details opens the detail panel", async () => {
+    await focusEditor();
+    await page.keyboard.press("Alt+End");
+    await waitStatus(/step (\d+)\/\1/);
+    await runCommand("Flowtape: Show Step Details");
+    await page.locator(".editor-group-container .tab", { hasText: /Step \d+/ }).first().waitFor({ timeout: 15000 });
+    await page.waitForTimeout(1000);
+    await screenshot("step-detail");
+  }, { critical: false });
+}
+
+const watchdog = setTimeout(async () => {
+  log(`✘ TIMEOUT: the e2e did not finish within ${TOTAL_S}s`);
+  await screenshot("TIMEOUT");
+  await stopAll();
+  process.exit(1);
+}, TOTAL_S * 1000);
+
+let fatal;
+try {
+  await main();
+} catch (e) {
+  if (!(e instanceof Stop)) fatal = e;
+} finally {
+  clearTimeout(watchdog);
+  await stopAll();
+}
+
+console.log("\n==== Flowtape e2e summary ====");
+for (const r of results) console.log(`${r.ok ? "PASS" : "FAIL"}  ${r.name}${r.ok ? "" : `  — ${r.error}`}`);
+if (fatal) console.log(`FAIL  ${fatal.message}`);
+if (FAKE) console.log("NOTE: ran against the FAKE server (E2E_FAKE_SERVER=1), not `flowtape lsp`");
+const failed = results.filter((r) => !r.ok).length + (fatal ? 1 : 0);
+console.log(failed ? `${failed} failure(s); screenshots and logs in editor-client/test-results/` : "all e2e checks passed");
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,46 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { runDescription, runIconKind, runLabel, statusText, stepDescription, stepIconKind, stepLabel, formatDuration, formatTime } from "../../src/core/format";
+import type { RunInfo, StepInfo } from "../../src/core/protocol";
+
+const base: StepInfo = {
+  step: 12, actor: "review", actorKind: "task", fireCount: 3, journalSeq: 20, replayed: false,
+  uri: "file:///f.py", range: { start: { line: 1, character: 0 }, end: { line: 1, character: 5 } }, durationMs: 3,
+};
+
+test("step label", () => {
+  assert.equal(stepLabel(base), "12 · review · fire 3");
+});
+
+test("status bar text", () => {
+  assert.equal(statusText(12, 40, "review"), "step 12/40 · review");
+  assert.equal(statusText(0, 40), "step –/40");
+  assert.equal(statusText(0, 0), "no steps");
+});
+
+test("step description and icon: replayed, diverged, live", () => {
+  assert.equal(stepDescription({ ...base, replayed: true }), "replayed");
+  assert.equal(stepIconKind({ ...base, replayed: true }), "replayed");
+  assert.equal(stepDescription({ ...base, diverged: true }), "diverged · 3 ms");
+  assert.equal(stepIconKind({ ...base, diverged: true, replayed: true }), "diverged");
+  assert.equal(stepIconKind(base), "live");
+});
+
+test("run description shows resumed-from", () => {
+  const run: RunInfo = { runId: "20240101-abcdef123456789", workflow: "review", uri: "u", status: "succeeded", steps: 7, startedAt: "2024-01-01T10:00:00Z", resumedFrom: "20240101-aaaaaaaaaaaaaaa", resumedAtStep: 4, runDir: "/d" };
+  assert.equal(runDescription(run), "7 steps · resumed from 20240101-aaa @ step 4");
+  assert.equal(runDescription({ ...run, status: "running", resumedFrom: null, steps: 1 }), "running · 1 step");
+  assert.match(runLabel(run), /^review · /);
+  assert.equal(runIconKind("failed"), "failed");
+  assert.equal(runIconKind("weird"), "unknown");
+});
+
+test("time and duration formatting", () => {
+  const now = new Date(2024, 0, 1, 12, 0, 0);
+  assert.equal(formatTime(new Date(2024, 0, 1, 9, 5, 7).toISOString(), now), "09:05:07");
+  assert.match(formatTime(new Date(2023, 2, 3, 14, 3).getTime(), now), /^Mar 3 14:03$/);
+  assert.equal(formatTime(undefined), "");
+  assert.equal(formatDuration(12.4), "12 ms");
+  assert.equal(formatDuration(1500), "1.5 s");
+  assert.equal(formatDuration(125_000), "2 min 5 s");
+});
