@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint typecheck pytest bench clean
+.PHONY: demo test venv lint typecheck pytest client client-unit client-e2e vsix bench clean
+CLIENT := editor-client
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,10 +30,28 @@ typecheck: venv
 pytest: venv
 	$(BIN)/python -m pytest
 
-test: lint typecheck pytest
+# The VS Code extension: npm packages from the registry, then its unit tests, then the end-to-end
+# test in a real VS Code (code-server, installed once into .cache/ by scripts/install-code-server.sh).
+$(CLIENT)/node_modules/.installed: $(CLIENT)/package.json $(CLIENT)/package-lock.json
+	cd $(CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
-bench: venv
-	$(BIN)/python bench/run.py
+client: $(CLIENT)/node_modules/.installed
+	cd $(CLIENT) && npm run build
+
+client-unit: client
+	cd $(CLIENT) && npm run test:unit
+
+client-e2e: venv client
+	cd $(CLIENT) && npm run test:e2e
+
+vsix: client
+	cd $(CLIENT) && npm run package
+
+test: lint typecheck pytest client-unit client-e2e
+
+bench: venv  ## BENCH_ARGS=--quick for the reduced run (< 60 s)
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .flowtape

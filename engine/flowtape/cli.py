@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="VALUE is JSON, or a string")
     p.add_argument("--max-workers", type=int)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)  # keeps `flowtape --verbose run`
     p.add_argument("--runs-dir")
     p.add_argument("--run-id")
     p.add_argument("--durable", action="store_true", help="fsync every tape record")

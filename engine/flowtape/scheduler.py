@@ -2,10 +2,13 @@
 step on the tape as it completes, replays recorded firings, and stops cleanly.
 
 Order: within a pool, the ready actor declared first fires next; loops and ifs fire only when
-nothing else in their pool is ready or running, and nothing else fires while they run."""
+nothing else in their pool is ready or running, and nothing else fires while they run.
+With max_workers=1 that order is deterministic: one firing at a time, always the first ready actor
+in declaration order, so two runs of the same flow on the same inputs write the same steps."""
 
 from __future__ import annotations
 
+import copy
 import heapq
 import threading
 import time
@@ -275,8 +278,9 @@ class Engine:
     def _plain_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> list[tuple[Queue, list[Item]]]:
         produced: list[tuple[Queue, list[Item]]] = []
         for port, value in outputs:
-            for q in actor.outputs.get(port, ()):
-                produced.append((q, [(value, b"")]))
+            for i, q in enumerate(actor.outputs.get(port, ())):
+                # fan-out: each consumer gets its own token
+                produced.append((q, [(value if i == 0 or type(value) in _IMMUTABLE else copy.deepcopy(value), b"")]))
         return produced
 
     def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
@@ -334,6 +338,7 @@ class Engine:
         start: float,
         replayed: bool,
         not_replayable: str | None = None,
+        digests: list[tuple[int, int, str]] | None = None,
     ) -> None:
         """Put what a firing produced and write its record (and its step, at the top level)."""
         actor.fire_count = fire_count
@@ -355,7 +360,7 @@ class Engine:
             seq=self.seq,
             actor=actor.path,
             fireCount=fire_count,
-            consumed=[(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
+            consumed=digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
             produced=[(q.index, [e for _, e in items]) for q, items in produced],
             within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
             replayed=replayed,
@@ -375,23 +380,24 @@ class Engine:
                 ctx.any_live = True
             self._write(record)
 
-    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float) -> Step:
+    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float, simple: bool = True) -> Step:
+        """A step record; a simple step leaves out the actor and fire count of the firing just before it."""
         self.steps += 1
         now = time.perf_counter()
         if self.on_step is not None:
             self.on_step(self.steps, self.firings, actor.path)
-        return Step(
+        step = Step(
             step=self.steps,
-            actor=actor.path,
-            kind=actor.kind,
-            fireCount=fire_count,
             journalSeq=self.seq,
             replayed=replayed,
             queues=sorted((q.index, len(q.items)) for q in touched),
             at=int((start - self.t0) * 1e6),
             dur=int((now - start) * 1e6),
-            line=actor.node.created_at.line,
         )
+        if not simple:
+            step.actor = actor.path
+            step.fireCount = fire_count
+        return step
 
     def _write(self, *records: Any) -> None:
         if self.tape is not None:
@@ -453,7 +459,7 @@ class Engine:
 
     def _finish_composite(self, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
         if ctx is None and not self.halted:
-            self._write(self._step(actor, fire_count, not inner.any_live, inner.touched, start))
+            self._write(self._step(actor, fire_count, not inner.any_live, inner.touched, start, simple=False))
 
     def _fire_control(self, pool: Pool, ctx: Context | None) -> bool:
         """Fire the first loop or if of `pool` that can fire; nothing else runs meanwhile."""
@@ -574,7 +580,8 @@ class Engine:
             if isinstance(history, list):
                 history.extend(value_of((LAZY, entry.chat)))
         produced = [(q, [(LAZY, e) for e in encs]) for q, encs in entry.puts]
-        self._commit(actor, fire_count, plan.takes, produced, entry.state, entry.chat, ctx, start, True, None)
+        digests = [(q.index, count, recorded) for q, count, recorded in entry.takes]  # checked on taking
+        self._commit(actor, fire_count, plan.takes, produced, entry.state, entry.chat, ctx, start, True, None, digests)
 
     def _stop_replay(
         self,

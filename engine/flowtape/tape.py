@@ -52,7 +52,7 @@ class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
     h: str = ""
 
 
-class Firing(msgspec.Struct, tag="firing", tag_field="t", omit_defaults=True):
+class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True):
     """A completed firing: what it took (by digest), what it put, the state after it."""
 
     seq: int
@@ -68,18 +68,22 @@ class Firing(msgspec.Struct, tag="firing", tag_field="t", omit_defaults=True):
     h: str = ""
 
 
-class Step(msgspec.Struct, tag="step", tag_field="t", omit_defaults=True):
-    """A step of the queue trace: one firing of a top-level actor (composite ones included)."""
+class Step(msgspec.Struct, tag="s", tag_field="t", omit_defaults=True):
+    """A step of the queue trace: one firing of a top-level actor (composite ones included).
+
+    To keep tapes small, `actor` and `fireCount` are left out when the step is the firing
+    written just before it, and `kind` and `line` are always left out (the header's actor table
+    has them); readers (`read_tape`, `TapeFollower`) fill all four in."""
 
     step: int
-    actor: str
-    kind: str
-    fireCount: int
     journalSeq: int
+    actor: str = ""
+    fireCount: int = 0
     replayed: bool = False
-    queues: list[tuple[int, int]] = []  # queue index, size after the step
+    queues: list[tuple[int, int]] = msgspec.field(default_factory=list, name="q")  # queue index, size after
     at: int = 0  # microseconds since the run started
     dur: int = 0  # microseconds
+    kind: str = ""
     line: int = 0
     h: str = ""
 
@@ -126,10 +130,11 @@ class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
 Record = Header | Firing | Step | Diverged | End
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
+_many_decoder = msgspec.json.Decoder(list[Record])
 
 
 def chain(previous: str, body: bytes) -> str:
-    return hashlib.blake2b(previous.encode() + body, digest_size=8).hexdigest()
+    return hashlib.blake2b(previous.encode() + body, digest_size=6).hexdigest()
 
 
 def seal(record: msgspec.Struct, previous: str) -> tuple[bytes, str]:
@@ -169,7 +174,30 @@ class TapeWriter:
                 os.close(self._fd)
 
 
-@dataclass
+class _StepFiller:
+    """Fills in what step records leave out: the actor and fire count of the firing just before
+    (for a simple step), and the kind and source line from the header's actor table."""
+
+    def __init__(self) -> None:
+        self.actors: dict[str, ActorInfo] = {}
+        self.last: Firing | None = None
+
+    def see(self, record: Record) -> None:
+        if isinstance(record, Firing):
+            self.last = record
+        elif isinstance(record, Step):
+            if not record.actor and self.last is not None:
+                record.actor = self.last.actor
+                record.fireCount = self.last.fireCount
+            info = self.actors.get(record.actor)
+            if info is not None:
+                record.kind = record.kind or info.kind
+                record.line = record.line or info.line
+        elif isinstance(record, Header):
+            self.actors = {a.path: a for a in record.actors}
+
+
+@dataclass(slots=True)
 class Line:
     number: int
     raw: bytes
@@ -220,15 +248,21 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
         raw_lines.pop()
     elif raw_lines:
         torn = True  # no newline: the writer died mid-line
+    if torn:
+        raw_lines.pop()
+    try:  # one C call for the whole tape; line by line only to name a bad line
+        records = _many_decoder.decode(b"[" + b",".join(raw_lines) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        records = []
+        for number, raw in enumerate(raw_lines, start=1):
+            try:
+                records.append(_decoder.decode(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise TraceCorruption(f"unreadable record ({exc})", number, "well-formed records") from None
+    filler = _StepFiller()
     lines: list[Line] = []
-    last = len(raw_lines)
-    for number, raw in enumerate(raw_lines, start=1):
-        if torn and number == last:
-            break
-        try:
-            record = _decoder.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TraceCorruption(f"unreadable record ({exc})", number, "well-formed records") from None
+    for number, (raw, record) in enumerate(zip(raw_lines, records, strict=True), start=1):
+        filler.see(record)
         lines.append(Line(number, raw, record))
     if torn and warn:
         print(f"flowtape: warning: {path}: ignoring a torn last line (the run was cut off mid-write)", file=sys.stderr)
@@ -252,6 +286,7 @@ class TapeFollower:
         self.offset = 0
         self.line_number = 0
         self._partial = b""
+        self._filler = _StepFiller()
 
     def poll(self, limit_bytes: int = 8 << 20) -> list[Record]:
         try:
@@ -273,7 +308,9 @@ class TapeFollower:
         for raw in data[:cut].split(b"\n"):
             self.line_number += 1
             try:
-                records.append(_decoder.decode(raw))
+                record = _decoder.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 raise TraceCorruption("unreadable record", self.line_number, "well-formed records") from None
+            self._filler.see(record)
+            records.append(record)
         return records
