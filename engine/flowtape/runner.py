@@ -189,9 +189,14 @@ def execute(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
         covered=plan.covered if plan else None, on_step=on_step,
     )
-    if plan is not None:
-        plan.install(net)
-    engine.seed({port: [item] for port, item in seeded.items()})
+    if plan is not None and plan.snapshot is not None:
+        if writer is not None:
+            writer.copy_replayed(plan.snapshot.lines)
+        engine.restore(plan.snapshot)
+    else:
+        if plan is not None:
+            plan.install(net)
+        engine.seed({port: [item] for port, item in seeded.items()})
     interrupted = False
     with _Signals(engine):
         try:

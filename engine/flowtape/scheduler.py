@@ -136,6 +136,31 @@ class Engine:
                     if q.consumer is not None:
                         self._mark(q.consumer)
 
+    def restore(self, snapshot: Any) -> None:
+        """Start from a recorded run's state at a step (see replay.Snapshot): queues, fire counts,
+        states and chat histories as the tape has them."""
+        with self.cond:
+            for q, tokens in zip(self.net.queues, snapshot.queues, strict=True):
+                q.items.extend((LAZY, t) for t in tokens)
+            for path, count in snapshot.fire_counts.items():
+                actor = self.net.by_path[path]
+                actor.fire_count = count
+                actor.static_used = count > 0
+            for path, raw in snapshot.states.items():
+                actor = self.net.by_path[path]
+                for key, value in value_of((LAZY, raw)).items():
+                    setattr(actor.obj, key, value)
+                actor.state_enc = bytes(raw)
+            for path, chats in snapshot.chats.items():
+                history = getattr(self.net.by_path[path].obj, "chat_history", None)
+                if isinstance(history, list):
+                    for raw in chats:
+                        history.extend(value_of((LAZY, raw)))
+            self.seq = self.firings = snapshot.seq
+            self.steps = snapshot.steps
+            for actor in self.net.actors:
+                self._mark(actor)
+
     def run(self) -> None:
         """Fire until quiescence, failure or stop."""
         if self.max_workers == 1:

@@ -167,6 +167,25 @@ class TapeWriter:
             if self.durable:
                 os.fsync(self._fd)
 
+    def copy_replayed(self, lines: list[bytes]) -> None:
+        """Append records of another tape, marked `replayed` and chained anew: the prefix a
+        resumed run restored instead of replaying firing by firing."""
+        replayed = b',"replayed":true'
+        with self._lock:
+            parts = []
+            previous = self._last
+            for raw in lines:
+                body = raw[: raw.rfind(HASH_KEY)]
+                if b'"replayed":true' not in body:
+                    body += replayed
+                body += b"}"
+                previous = chain(previous, body)
+                parts.append(body[:-1] + HASH_KEY + previous.encode() + b'"}\n')
+            self._last = previous
+            os.write(self._fd, b"".join(parts))
+            if self.durable:
+                os.fsync(self._fd)
+
     def close(self) -> None:
         with self._lock:
             if not self.closed:
