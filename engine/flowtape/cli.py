@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -227,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("flowtape: interrupted", file=sys.stderr)
         code = 130
+    except BrokenPipeError:  # `flowtape show RUN | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - a bug of ours still gets one line unless --verbose
         if verbose:
             traceback.print_exc()
@@ -235,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if verbose and code:
             pass
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
 
 

@@ -131,8 +131,9 @@ class Engine:
         """Put the run's inputs on the main workflow's input queues."""
         with self.cond:
             for port, items in port_items.items():
-                for q in self.net.seeds.get(port, []):
-                    q.items.extend(items)
+                for i, q in enumerate(self.net.seeds.get(port, [])):
+                    # fan-out: each consumer gets its own token, decoded from its encoding on first use
+                    q.items.extend(items if i == 0 else [_own(item) for item in items])
                     if q.consumer is not None:
                         self._mark(q.consumer)
 
@@ -441,8 +442,8 @@ class Engine:
         actor.static_used = True
         produced: dict[int, tuple[Queue, list[Item]]] = {}
         for q, items in plan.takes:
-            for target in actor.seeds.get(q.port, []):
-                produced.setdefault(target.index, (target, []))[1].extend(items)
+            for i, target in enumerate(actor.seeds.get(q.port, [])):
+                produced.setdefault(target.index, (target, []))[1].extend(items if i == 0 else [_own(item) for item in items])
         inner = ctx or Context(actor, fire_count)
         self._commit_start(actor, fire_count, plan.takes, list(produced.values()), ctx, inner)
         self._work(actor.pools[""], inner)
@@ -652,6 +653,14 @@ def _state_problem(path: str, state: dict[str, Any]) -> str:
         except NotEncodable as exc:
             return str(exc.with_prefix(f"{path}.{key}"))
     return f"{path}: the state cannot be saved"
+
+
+def _own(item: Item) -> Item:
+    """A fanned-out token's own copy: decoded afresh from its encoding, or deep-copied without one."""
+    value, enc = item
+    if value is LAZY or type(value) in _IMMUTABLE:
+        return item
+    return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
 
 
 def _preview_items(items: list[Item]) -> str:

@@ -133,6 +133,13 @@ _decoder = msgspec.json.Decoder(Record)
 _many_decoder = msgspec.json.Decoder(list[Record])
 
 
+class _ReplayedFlag(msgspec.Struct):
+    replayed: bool = False
+
+
+_REPLAYED = msgspec.json.Decoder(_ReplayedFlag)
+
+
 def chain(previous: str, body: bytes) -> str:
     return hashlib.blake2b(previous.encode() + body, digest_size=6).hexdigest()
 
@@ -176,7 +183,8 @@ class TapeWriter:
             previous = self._last
             for raw in lines:
                 body = raw[: raw.rfind(HASH_KEY)]
-                if b'"replayed":true' not in body:
+                # a token or a state may hold `"replayed":true` too: only the record's own field counts
+                if b'"replayed":true' not in body or not _REPLAYED.decode(body + b"}").replayed:
                     body += replayed
                 body += b"}"
                 previous = chain(previous, body)
@@ -271,6 +279,8 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
         raw_lines.pop()
     try:  # one C call for the whole tape; line by line only to name a bad line
         records = _many_decoder.decode(b"[" + b",".join(raw_lines) + b"]")
+        if len(records) != len(raw_lines):  # a line holding two records: find it line by line
+            raise msgspec.DecodeError("a line holds more than one record")
     except (msgspec.DecodeError, msgspec.ValidationError):
         records = []
         for number, raw in enumerate(raw_lines, start=1):

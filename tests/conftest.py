@@ -1,0 +1,37 @@
+"""Shared fixtures for the engine, example and CLI tests (kept small on purpose)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Path:
+    """A fresh runs directory, so no test writes to the repository's `.flowtape/`."""
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def write_flow(tmp_path: Path):
+    """Write a flow file; returns its resolved path. `line(path, marker)` finds a `# MARKER` line."""
+
+    def write(source: str, name: str = "flow.py") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+        return path.resolve()
+
+    return write
+
+
+def line_of(path: Path, marker: str) -> int:
+    """The 1-based line of the first line of `path` that ends with `# marker`."""
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if text.rstrip().endswith(f"# {marker}"):
+            return number
+    raise AssertionError(f"no line marked {marker!r} in {path}")

@@ -1,0 +1,159 @@
+"""The `flowtape` command: run (human and --json), runs, show, show --step, verify, and its errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+from flowtape.cli import main
+
+CHAIN = str(EXAMPLES / "chain.py")
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    """`cli(*args)` runs `flowtape ARGS --runs-dir RUNS` in-process; returns (code, stdout, stderr)."""
+    monkeypatch.chdir(tmp_path)
+    runs = str(tmp_path / "runs")
+
+    def call(*args: str, runs_dir: bool = True) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([*args, "--runs-dir", runs] if runs_dir else list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+def test_run_prints_outputs_on_stdout_and_a_summary_on_stderr(cli):
+    code, out, err = cli("run", CHAIN, "--run-id", "r1")
+    assert code == 0
+    assert out == "Out: [3, 5, 7, 9, 11]\n"
+    assert err.startswith("succeeded · 15 steps · 15 firings · tape ") and "r1" in err
+
+
+def test_run_json(cli):
+    code, out, err = cli("run", CHAIN, "--json", "--run-id", "r1")
+    assert code == 0
+    result = json.loads(out)
+    assert result["status"] == "succeeded" and result["outputs"] == {"Out": [3, 5, 7, 9, 11]}
+    assert result["runId"] == "r1" and result["steps"] == 15
+    assert out.count("\n") == 1
+
+
+def test_run_with_inputs_and_no_tape(cli, write_flow, tmp_path):
+    flow = write_flow('''
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class Greet:
+            class Ports:
+                Name = Port[str](direction="in")
+                Times = Port[int](direction="in")
+                Out = Port[str](direction="out")
+
+            def action(self, name, times):
+                return f"hello {name}" * times
+
+        @workflow
+        def main():
+            g = Greet()
+            connect("Name", g.Name)
+            connect("Times", g.Times)
+            connect(g.Out, "Out")
+    ''')
+    code, out, _ = cli("run", str(flow), "--input", "Name=ada", "--input", "Times=2", "--no-tape")
+    assert code == 0 and out == "Out: ['hello adahello ada']\n"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_runs_lists_newest_first(cli):
+    code, out, _ = cli("runs")
+    assert code == 0 and out.startswith("no runs in ")
+    cli("run", CHAIN, "--run-id", "first")
+    cli("run", CHAIN, "--run-id", "second")
+    code, out, _ = cli("runs")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2
+    assert lines[0].startswith("second") and lines[1].startswith("first")
+    assert "main" in lines[0] and "succeeded" in lines[0] and "15 steps" in lines[0]
+
+
+def test_show_lists_the_steps_and_the_end(cli):
+    cli("run", CHAIN, "--run-id", "r1")
+    code, out, _ = cli("show", "r1")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("run r1 · workflow main · ") and lines[0].endswith("chain.py")
+    steps = [line for line in lines if " · fire " in line]
+    assert len(steps) == 15
+    assert steps[0].split() == ["1", "·", "numbers", "·", "fire", "1", "·", "seq", "1"]
+    assert sorted(line.split()[2] for line in steps) == ["add_one"] * 5 + ["double"] * 5 + ["numbers"] * 5
+    assert lines[-1] == "succeeded · outputs {'Out': [3, 5, 7, 9, 11]}"
+
+
+def test_show_accepts_a_run_directory(cli, tmp_path):
+    cli("run", CHAIN, "--run-id", "r1")
+    code, out, _ = cli("show", str(tmp_path / "runs" / "r1"), runs_dir=False)
+    assert code == 0 and out.startswith("run r1 ")
+
+
+def test_show_a_step(cli):
+    cli("run", CHAIN, "--run-id", "r1", "--max-workers", "1")  # one worker: a deterministic order
+    code, out, _ = cli("show", "r1", "--step", "6")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("step 6: double (task) fire 1")
+    text = "\n".join(lines)
+    assert "numbers.Out->double.In: 1" in text  # took the first number
+    assert "double.Out->add_one.In: 2" in text  # put its double
+    assert "numbers: {'_next': 6}" in text  # state after the step
+
+
+def test_verify(cli):
+    cli("run", CHAIN, "--run-id", "r1")
+    code, out, _ = cli("verify", "r1")
+    assert code == 0
+    assert out.startswith("ok: ") and "15 firings · 15 steps · succeeded" in out
+
+
+def test_verify_refuses_a_tampered_tape(cli, tmp_path):
+    cli("run", CHAIN, "--run-id", "r1")
+    tape = tmp_path / "runs" / "r1" / "tape.jsonl"
+    lines = tape.read_text(encoding="utf-8").splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if '"seq":2,' in line)
+    lines[index] = lines[index].replace('"seq":2,', '"seq":7,')
+    tape.write_text("".join(lines), encoding="utf-8")
+    code, out, err = cli("verify", "r1")
+    assert code == 1 and out == ""
+    assert err.startswith("flowtape: corrupt tape: line ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["show", "nope"], ["show", "nope", "--step", "1"], ["verify", "nope"]])
+def test_an_unknown_run_id_is_a_usage_error(cli, command):
+    code, out, err = cli(*command)
+    assert code == 2 and out == ""
+    assert err.startswith("flowtape: no run 'nope'") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("step", ["0", "16", "-1"])
+def test_a_step_out_of_range_is_a_clear_error(cli, step):
+    cli("run", CHAIN, "--run-id", "r1")
+    code, out, err = cli("show", "r1", "--step", step)
+    assert code == 2 and out == ""
+    assert err == f"flowtape: step {step} is out of range: run r1 has steps 1 to 15\n"
+
+
+def test_the_installed_command(tmp_path):
+    """The console script itself, as a child process, exits 0 and 2 as documented."""
+    exe = Path(sys.executable).with_name("flowtape")
+    ok = subprocess.run([str(exe), "run", CHAIN, "--runs-dir", "runs"], cwd=tmp_path, capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout == "Out: [3, 5, 7, 9, 11]\n"
+    listed = subprocess.run([str(exe), "runs", "--runs-dir", "runs"], cwd=tmp_path, capture_output=True, text=True)
+    assert listed.returncode == 0 and "succeeded" in listed.stdout
+    bad = subprocess.run([str(exe), "show", "nope", "--runs-dir", "runs"], cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("flowtape: no run 'nope'")

@@ -1,0 +1,909 @@
+"""The engine's semantic rules, one test (or a few) per rule."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import flowtape.scheduler
+import pytest
+from conftest import line_of
+from flowtape import Port, RunFailed, action, connect, guard, if_, loop, task, workflow
+from flowtape import run as run_flow
+from flowtape.firing import value_of
+from flowtape.network import build_network
+from flowtape.runner import execute
+from flowtape.scheduler import Engine
+from flowtape.tape import Firing, read_tape
+
+HERE = str(Path(__file__).resolve())
+
+
+# ---- tasks shared by the tests ---------------------------------------------------------------------
+
+
+@task
+class Src:
+    """Emits each of `values`, then returns None (nothing emitted, not a firing)."""
+
+    values: list
+    _i: int = 0
+
+    class Ports:
+        Out = Port[object](direction="out")
+
+    def action(self):
+        if self._i < len(self.values):
+            self._i += 1
+            return self.values[self._i - 1]
+        return None
+
+
+@task
+class Counter:
+    """A guarded zero-input source: emits 1..n."""
+
+    n: int
+    _i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @action(consumes={})
+    @guard(lambda self: self._i < self.n)
+    def emit(self):
+        self._i += 1
+        return self._i
+
+
+@task
+class Inc:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        return x + 1
+
+
+@task
+class Echo:
+    class Ports:
+        In = Port[object](direction="in")
+        Out = Port[object](direction="out")
+
+    def action(self, x):
+        return x
+
+
+@task
+class Sink:
+    total: int = 0
+
+    class Ports:
+        In = Port[int](direction="in")
+
+    def action(self, x):
+        self.total += x
+
+
+def _run(flow, inputs=None, workers=1, **kw):
+    return execute(flow, inputs, max_workers=workers, tape=False, **kw)
+
+
+def _header_actors(result) -> dict:
+    tape = read_tape(result.run_dir / "tape.jsonl")
+    return {a.path: a for a in tape.header.actors}
+
+
+# ---- parameters and state ----------------------------------------------------------------------------
+
+
+@task
+class Acc:
+    label: str
+    seen: list = []
+    _count: int = 0
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[object](direction="out")
+
+    def action(self, x):
+        self.seen.append(x)
+        self._count += 1
+        return [self.label, list(self.seen), self._count]
+
+
+def test_parameters_are_required_keywords_and_unknown_ones_are_refused():
+    with pytest.raises(TypeError, match="missing required parameter 'label'"):
+        Acc()
+    with pytest.raises(TypeError, match="unexpected parameter.*'colour'"):
+        Acc(label="x", colour="red")
+    with pytest.raises(TypeError, match="unexpected parameter.*'seen'"):
+        Acc(label="x", seen=[1])  # state is not a parameter
+    acc = Acc(label="x")
+    assert acc.label == "x" and acc.seen == [] and acc._count == 0
+
+
+def test_state_is_copied_per_instance():
+    a, b = Acc(label="a"), Acc(label="b")
+    a.seen.append(1)
+    assert b.seen == [] and Acc.seen == []
+
+
+@workflow
+def two_accumulators():
+    src = Src(values=[1, 2])
+    left = Acc(label="L")
+    right = Acc(label="R")
+    connect(src.Out, left.In)
+    connect(src.Out, right.In)
+    connect(left.Out, "L")
+    connect(right.Out, "R")
+
+
+def test_state_is_kept_across_firings_and_separate_between_actors():
+    out = _run(two_accumulators).outputs
+    assert out == {"L": [["L", [1], 1], ["L", [1, 2], 2]], "R": [["R", [1], 1], ["R", [1, 2], 2]]}
+
+
+def test_each_run_builds_fresh_instances():
+    assert _run(two_accumulators).outputs == _run(two_accumulators).outputs
+
+
+# ---- guards and action choice -----------------------------------------------------------------------
+
+
+@task
+class Peeky:
+    """The guard records what it peeked and refuses; the fallback takes the same token."""
+
+    saw: list = []
+
+    class Ports:
+        In = Port[object](direction="in")
+        Out = Port[object](direction="out")
+
+    @action
+    @guard(lambda self, x: self.saw.append(x) and False)
+    def never(self, x):
+        raise AssertionError("a false guard must not fire its action")
+
+    @action
+    def take(self, x):
+        return {"guard_saw": list(self.saw), "took": x}
+
+
+@workflow
+def peeky_flow():
+    p = Peeky()
+    connect("In", p.In)
+    connect(p.Out, "Out")
+
+
+def test_guard_peeks_before_anything_is_taken():
+    out = _run(peeky_flow, {"In": 5}).outputs
+    assert out == {"Out": [{"guard_saw": [5], "took": 5}]}
+
+
+@task
+class Refuser:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    @action
+    @guard(lambda self, x: x > 100)
+    def big(self, x):
+        return x
+
+
+@workflow
+def refuser_flow():
+    r = Refuser()
+    src = Src(values=[1, 500, 2])
+    connect(src.Out, r.In)
+    connect(r.Out, "Out")
+
+
+def test_a_false_guard_leaves_the_tokens_in_the_queue():
+    result = _run(refuser_flow)
+    # 1 stays at the head, so nothing behind it can fire: FIFO, the guard sees only the head
+    assert result.status == "succeeded"
+    assert result.outputs == {"Out": []}
+    assert result.leftovers == [("src.Out->r.In", 3)]
+
+
+@task
+class PairGuard:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[object](direction="out")
+
+    @action(consumes={"In": 2})
+    @guard(lambda self, a, b: a < b)
+    def ordered(self, a, b):
+        return ["ordered", a, b]
+
+    @action(consumes={"In": 1})
+    def single(self, a):
+        return ["single", a]
+
+
+@workflow
+def pair_guard_flow():
+    src = Src(values=[1, 2, 9, 3, 4])
+    g = PairGuard()
+    connect(src.Out, g.In)
+    connect(g.Out, "Out")
+
+
+def test_a_guard_peeks_at_every_token_the_action_would_take():
+    out = _run(pair_guard_flow).outputs["Out"]
+    # (1, 2) ordered; (9, 3) not: 9 alone; (3, 4) ordered
+    assert out == [["ordered", 1, 2], ["single", 9], ["ordered", 3, 4]]
+
+
+@task
+class TwoActions:
+    class Ports:
+        A = Port[int](direction="in")
+        B = Port[int](direction="in")
+        Out = Port[str](direction="out")
+
+    @action(consumes={"A": 1, "B": 1})
+    def both(self, a, b):
+        return f"both {a} {b}"
+
+    @action(consumes={"A": 1})
+    def only_a(self, a):
+        return f"only_a {a}"
+
+    @action(consumes={"A": 1})
+    def shadowed(self, a):
+        raise AssertionError("declared after only_a with the same needs: never first")
+
+
+@workflow
+def two_actions_flow():
+    t = TwoActions()
+    connect("A", t.A)
+    connect("B", t.B)
+    connect(t.Out, "Out")
+
+
+def test_the_first_eligible_action_in_declaration_order_fires():
+    assert _run(two_actions_flow, {"A": 1, "B": 2}).outputs == {"Out": ["both 1 2"]}
+    assert _run(two_actions_flow, {"A": 1}).outputs == {"Out": ["only_a 1"]}
+
+
+# ---- binding ----------------------------------------------------------------------------------------
+
+
+@task
+class Ordered:
+    """Ports declared Zeta, Alpha: the action's arguments bind by position, in that order."""
+
+    class Ports:
+        Zeta = Port[str](direction="in")
+        Alpha = Port[str](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, first, second):
+        return first + second
+
+
+@workflow
+def ordered_flow():
+    o = Ordered()
+    connect("Alpha", o.Alpha)
+    connect("Zeta", o.Zeta)
+    connect(o.Out, "Out")
+
+
+def test_one_token_per_input_port_bound_in_declared_port_order():
+    assert _run(ordered_flow, {"Alpha": "a", "Zeta": "z"}).outputs == {"Out": ["za"]}
+
+
+def test_a_missing_token_on_one_port_means_no_firing():
+    result = _run(ordered_flow, {"Alpha": "a"})
+    assert result.outputs == {"Out": []}
+    assert result.stuck and "o can never fire" in result.stuck[0] and "'Zeta'" in result.stuck[0]
+
+
+@task
+class Pairs:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[list](direction="out")
+
+    @action(consumes={"In": 2})
+    def pair(self, a, b):
+        return [a, b]
+
+
+@workflow
+def pairs_flow():
+    src = Src(values=[1, 2, 3, 4, 5])
+    p = Pairs()
+    connect(src.Out, p.In)
+    connect(p.Out, "Out")
+
+
+def test_consumes_two_binds_two_tokens_in_fifo_order():
+    result = _run(pairs_flow)
+    assert result.outputs == {"Out": [[1, 2], [3, 4]]}
+    assert result.leftovers == [("src.Out->p.In", 1)]
+
+
+# ---- what an action returns --------------------------------------------------------------------------
+
+
+@task
+class Mutate:
+    class Ports:
+        In = Port[list](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, xs):
+        xs.append("mutated")
+        return xs
+
+
+@task
+class Snapshot:
+    class Ports:
+        In = Port[list](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, xs):
+        return list(xs)
+
+
+@workflow
+def fanout_flow():
+    src = Src(values=[[1], [2]])
+    m = Mutate()
+    s = Snapshot()
+    connect(src.Out, m.In)
+    connect(src.Out, s.In)
+    connect(m.Out, "M")
+    connect(s.Out, "S")
+
+
+@pytest.mark.parametrize("tape", [True, False])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_fan_out_gives_each_consumer_its_own_token(tape, workers, runs_dir):
+    result = execute(fanout_flow, max_workers=workers, tape=tape, runs_dir=runs_dir)
+    assert result.outputs == {"M": [[1, "mutated"], [2, "mutated"]], "S": [[1], [2]]}
+
+
+@task
+class EvensOnly:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        return x if x % 2 == 0 else None
+
+
+@workflow
+def evens_flow():
+    src = Src(values=[1, 2, 3, 4])
+    e = EvensOnly()
+    connect(src.Out, e.In)
+    connect(e.Out, "Out")
+
+
+def test_returning_none_emits_nothing(runs_dir):
+    result = execute(evens_flow, max_workers=1, runs_dir=runs_dir)
+    assert result.outputs == {"Out": [2, 4]}
+    firings = [f for f in read_tape(result.run_dir / "tape.jsonl").firings() if f.actor == "e"]
+    assert [len(f.produced) for f in firings] == [0, 1, 0, 1]  # it fired, it took, it put nothing
+
+
+@task
+class Split:
+    class Ports:
+        In = Port[int](direction="in")
+        Even = Port[int](direction="out")
+        Odd = Port[int](direction="out")
+        Count = Port[int](direction="out")
+
+    _n: int = 0
+
+    @action(produces={"Even": 1, "Odd": 1, "Count": 1})
+    def split(self, x):
+        self._n += 1
+        routed = {"Even": x} if x % 2 == 0 else {"Odd": x}
+        if self._n == 3:
+            routed["Count"] = self._n
+        return routed
+
+
+@workflow
+def split_flow():
+    src = Src(values=[1, 2, 3, 4])
+    s = Split()
+    connect(src.Out, s.In)
+    connect(s.Even, "Even")
+    connect(s.Odd, "Odd")
+    connect(s.Count, "Count")
+
+
+def test_a_dict_routes_by_port_name_when_an_action_produces_on_several_ports():
+    assert _run(split_flow).outputs == {"Even": [2, 4], "Odd": [1, 3], "Count": [3]}
+
+
+@task
+class BadRoute:
+    class Ports:
+        In = Port[int](direction="in")
+        A = Port[int](direction="out")
+        B = Port[int](direction="out")
+
+    @action(produces={"A": 1, "B": 1})
+    def route(self, x):
+        return {"C": x}
+
+
+@workflow
+def bad_route_flow():
+    b = BadRoute()
+    connect("In", b.In)
+    connect(b.A, "A")
+    connect(b.B, "B")
+
+
+def test_a_dict_naming_an_unknown_port_fails_the_run():
+    result = _run(bad_route_flow, {"In": 1})
+    assert result.status == "failed"
+    assert "'C'" in result.error.message and "b.route" in result.error.message
+
+
+@task
+class Both:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+        Copy = Port[int](direction="out")
+
+    def action(self, x):
+        return x * 10
+
+
+@workflow
+def both_flow():
+    b = Both()
+    connect("In", b.In)
+    connect(b.Out, "Out")
+    connect(b.Copy, "Copy")
+
+
+def test_without_produces_the_return_goes_to_every_output_port():
+    assert _run(both_flow, {"In": 4}).outputs == {"Out": [40], "Copy": [40]}
+
+
+# ---- inputs --------------------------------------------------------------------------------------------
+
+
+@workflow
+def echo_flow():
+    e = Echo()
+    connect("In", e.In)
+    connect(e.Out, "Out")
+
+
+def test_inputs_seed_exactly_one_token_per_port():
+    result = _run(echo_flow, {"In": [1, 2, 3]})
+    assert result.outputs == {"Out": [[1, 2, 3]]}
+    assert result.firings == 1
+
+
+def test_an_unknown_input_port_is_a_usage_error():
+    from flowtape.errors import UsageError
+
+    with pytest.raises(UsageError, match="no input port 'Nope'"):
+        _run(echo_flow, {"Nope": 1})
+
+
+# ---- names, paths, sites --------------------------------------------------------------------------------
+
+
+@workflow
+def named_flow():
+    source = Src(values=[1])  # site:source
+    xs = [Inc(), Inc()]
+    sink = Sink()
+    connect(source.Out, xs[0].In)
+    connect(xs[0].Out, xs[1].In)
+    connect(xs[1].Out, Echo().In)  # an actor held by no variable gets a generated name
+    connect("Never", sink.In)
+
+
+def test_local_variable_names_name_the_actors(runs_dir):
+    result = execute(named_flow, max_workers=1, runs_dir=runs_dir)
+    assert list(_header_actors(result)) == ["source", "xs_0", "xs_1", "sink", "echo_1"]
+
+
+def test_actor_creation_sites_and_class_definition_sites_are_recorded(runs_dir):
+    result = execute(named_flow, max_workers=1, runs_dir=runs_dir)
+    source = _header_actors(result)["source"]
+    assert (source.file, source.line) == (HERE, line_of(Path(HERE), "site:source"))
+    assert (source.classFile, source.classLine) == (HERE, inspect.getsourcelines(Src)[1] + 1)  # after @task
+    assert source.kind == "task" and source.cls == "Src"
+
+
+@workflow(inputs={"In": int}, outputs={"Out": int})
+def double_inc():
+    d = Inc()
+    e = Inc()
+    connect("In", d.In)
+    connect(d.Out, e.In)
+    connect(e.Out, "Out")
+
+
+@workflow
+def nested_twice():
+    src = Src(values=[1, 2])
+    a = double_inc()
+    b = double_inc()
+    connect(src.Out, a.In)
+    connect(a.Out, b.In)
+    connect(b.Out, "Out")
+
+
+def test_a_nested_workflow_used_twice_has_distinct_paths(runs_dir):
+    result = execute(nested_twice, max_workers=1, runs_dir=runs_dir)
+    assert result.outputs == {"Out": [5, 6]}
+    actors = _header_actors(result)
+    assert list(actors) == ["src", "a", "b", "a/d", "a/e", "b/d", "b/e"]
+    assert actors["a"].kind == "workflow" and actors["a"].cls == "double_inc"
+    assert actors["a/d"].line == actors["b/d"].line  # same creation site, different actors
+    firing_actors = {f.actor for f in read_tape(result.run_dir / "tape.jsonl").firings()}
+    assert {"a/d", "a/e", "b/d", "b/e"} <= firing_actors
+
+
+# ---- loop and if -----------------------------------------------------------------------------------
+
+
+@task
+class Collect:
+    """Collects In; a Done token releases the list (and the done token's value)."""
+
+    got: list = []
+
+    class Ports:
+        In = Port[object](direction="in")
+        Done = Port[object](direction="in")
+        Out = Port[list](direction="out")
+
+    @action(consumes={"In": 1}, produces={})
+    def add(self, x):
+        self.got.append(x)
+
+    @action(consumes={"Done": 1}, produces={"Out": 1})
+    def done(self, d):
+        return [list(self.got), d]
+
+
+@workflow
+def loop_flow():
+    lp = loop(["a", "b", "c"])
+    with lp:
+        e = Echo()
+    c = Collect()
+    connect(lp.item, e.In)
+    connect(e.Out, c.In)
+    connect(lp.out, c.Done)
+    connect(c.Out, "Out")
+
+
+def test_a_loop_fires_once_per_item_then_once_on_out(runs_dir):
+    result = execute(loop_flow, max_workers=1, runs_dir=runs_dir)
+    assert result.outputs == {"Out": [[["a", "b", "c"], None]]}
+    tape = read_tape(result.run_dir / "tape.jsonl")
+    loop_steps = [s for s in tape.steps() if s.actor == "lp"]
+    assert [s.fireCount for s in loop_steps] == [1, 2, 3, 4]
+    # the body fires inside the loop's firings: no step of its own, `within` names the loop firing
+    body = [f for f in tape.firings() if f.actor == "e"]
+    assert [f.within for f in body] == [("lp", 1), ("lp", 2), ("lp", 3)]
+
+
+@workflow
+def loop_over_port():
+    lp = loop()
+    with lp:
+        e = Echo()
+    connect("Items", lp.iter)
+    connect(lp.item, e.In)
+    connect(e.Out, "Out")
+
+
+def test_a_loop_can_take_its_iterable_from_a_port():
+    assert _run(loop_over_port, {"Items": [3, 1, 2]}).outputs == {"Out": [3, 1, 2]}
+
+
+def _static_if(condition):
+    @workflow
+    def static_if():
+        c = if_(condition)
+        with c.then:
+            yes = Src(values=["then"])
+        with c.else_:
+            no = Src(values=["else"])
+        connect(yes.Out, "Out")
+        connect(no.Out, "Out")
+        connect(c.out, "Cond")
+
+    return static_if
+
+
+def test_a_static_if_runs_one_branch_once():
+    assert _run(_static_if(True)).outputs == {"Out": ["then"], "Cond": [True]}
+    assert _run(_static_if(0)).outputs == {"Out": ["else"], "Cond": [0]}
+
+
+@task
+class IsBig:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[bool](direction="out")
+
+    def action(self, x):
+        return x > 10
+
+
+@workflow
+def if_on_port():
+    src = Src(values=[1, 50, 2])
+    big = IsBig()
+    c = if_()
+    with c.then:
+        yes = Counter(n=1)
+    with c.else_:
+        no = Counter(n=5)
+    connect(src.Out, big.In)
+    connect(big.Out, c.cond)
+    connect(yes.Out, "Then")
+    connect(no.Out, "Else")
+
+
+def test_an_if_fires_once_per_cond_token_and_runs_its_branch_to_quiescence():
+    # the else branch's source emits all it can the first time the branch runs
+    assert _run(if_on_port).outputs == {"Then": [1], "Else": [1, 2, 3, 4, 5]}
+
+
+# ---- sources stop ----------------------------------------------------------------------------------
+
+
+@workflow
+def guarded_source():
+    c = Counter(n=4)
+    s = Sink()
+    i = Inc()
+    connect(c.Out, i.In)
+    connect(i.Out, s.In)
+
+
+@workflow
+def none_source():
+    src = Src(values=[1, 2, 3])
+    e = Echo()
+    connect(src.Out, e.In)
+    connect(e.Out, "Out")
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_zero_input_sources_stop(workers):
+    result = _run(guarded_source, workers=workers)
+    assert result.status == "succeeded" and result.firings == 12
+    result = _run(none_source, workers=workers)
+    assert result.status == "succeeded" and result.outputs == {"Out": [1, 2, 3]}
+    assert result.firings == 6  # the final None is not a firing
+
+
+# ---- atomic firings and failures ----------------------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+@task
+class FailSecond:
+    class Ports:
+        A = Port[int](direction="in")
+        B = Port[int](direction="in")
+        Out = Port[list](direction="out")
+
+    _fired: int = 0
+
+    @action(consumes={"A": 2, "B": 1})
+    def take(self, a1, a2, b):
+        self._fired += 1
+        if self._fired == 2:
+            raise Boom("second firing")
+        return [a1, a2, b]
+
+
+@workflow
+def atomic_flow():
+    xs = Src(values=[1, 2, 3, 4, 5])
+    ys = Src(values=[10, 20, 30])
+    f = FailSecond()
+    connect(xs.Out, f.A)
+    connect(ys.Out, f.B)
+    connect(f.Out, "Out")
+
+
+def test_a_failed_firing_gives_back_what_it_took_at_the_head_of_its_queues(tmp_path):
+    net = build_network(atomic_flow.build())
+    engine = Engine(net, max_workers=1, tape=None, work_dir=tmp_path, base_dir=tmp_path)
+    engine.run()
+    assert engine.failure is not None and isinstance(engine.failure.exc, Boom)
+    assert engine.failure.actor.path == "f" and engine.failure.fire_count == 2
+    queues = {q.id: [value_of(item) for item in q.items] for q in net.queues}
+    assert queues["xs.Out->f.A"] == [3, 4, 5]
+    assert queues["ys.Out->f.B"] == [20, 30]
+    assert queues["$.Out"] == [[1, 2, 10]]
+
+
+def test_a_failed_firing_is_not_on_the_tape_and_the_end_counts_the_given_back_tokens(runs_dir):
+    result = execute(atomic_flow, max_workers=1, runs_dir=runs_dir)
+    assert result.status == "failed"
+    tape = read_tape(result.run_dir / "tape.jsonl")
+    assert [f.fireCount for f in tape.firings() if f.actor == "f"] == [1]
+    assert tape.end.status == "failed"
+    assert dict(tape.end.leftovers) == {"xs.Out->f.A": 3, "ys.Out->f.B": 2}
+    assert tape.end.error.actor == "f" and tape.end.error.fireCount == 2
+
+
+@task
+class Leaf:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        if x == 2:
+            raise ValueError(f"cannot take {x}")  # site:raise
+        return x
+
+
+@workflow(inputs={"In": int}, outputs={"Out": int})
+def inner_wf():
+    leaf = Leaf()  # site:leaf
+    connect("In", leaf.In)
+    connect(leaf.Out, "Out")
+
+
+@workflow(inputs={"In": int}, outputs={"Out": int})
+def outer_wf():
+    inner = inner_wf()
+    connect("In", inner.In)
+    connect(inner.Out, "Out")
+
+
+@workflow
+def failing_flow():
+    src = Src(values=[1, 2, 3])
+    outer = outer_wf()
+    connect(src.Out, outer.In)
+    connect(outer.Out, "Out")
+
+
+def test_a_failing_actor_fails_the_run_naming_its_path_firing_and_line(runs_dir):
+    leaf_line = line_of(Path(HERE), "site:leaf")
+    with pytest.raises(RunFailed) as info:
+        run_flow(failing_flow, max_workers=1, runs_dir=runs_dir)
+    exc = info.value
+    assert exc.actor == "outer/inner/leaf" and exc.fire_count == 2
+    assert (exc.file, exc.line) == (HERE, leaf_line)
+    assert "outer/inner/leaf failed on firing 2" in str(exc)
+    assert f"{HERE}:{leaf_line}" in str(exc) and "ValueError: cannot take 2" in str(exc)
+    assert "\n" not in str(exc)
+    assert exc.outputs == {"Out": [1]}
+    result = execute(failing_flow, max_workers=1, tape=False)
+    assert result.error.raisedLine == line_of(Path(HERE), "site:raise")
+    assert "Traceback" in result.error.traceback
+
+
+@task
+class Join2:
+    class Ports:
+        A = Port[int](direction="in")
+        B = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, a, b):
+        return a + b
+
+
+@workflow
+def stuck_flow():
+    xs = Src(values=[1, 2, 3])
+    ys = Src(values=[10])
+    join = Join2()
+    connect(xs.Out, join.A)
+    connect(ys.Out, join.B)
+    connect(join.Out, "Out")
+
+
+def test_leftover_tokens_are_reported_and_a_join_that_can_never_fire_is_named(runs_dir):
+    result = execute(stuck_flow, max_workers=1, runs_dir=runs_dir)
+    assert result.status == "succeeded" and result.outputs == {"Out": [11]}
+    assert result.leftovers == [("xs.Out->join.A", 2)]
+    assert len(result.stuck) == 1
+    assert result.stuck[0].startswith("join can never fire: it waits on 'B'")
+    end = read_tape(result.run_dir / "tape.jsonl").end
+    assert end.stuck == result.stuck and [tuple(x) for x in end.leftovers] == result.leftovers
+
+
+# ---- scale and order -----------------------------------------------------------------------------------
+
+
+@workflow
+def long_chain():
+    c = Counter(n=50_000)
+    i = Inc()
+    s = Sink()
+    connect(c.Out, i.In)
+    connect(i.Out, s.In)
+
+
+def test_there_is_no_cap_on_the_number_of_firings():
+    result = _run(long_chain)
+    assert result.status == "succeeded"
+    assert result.firings == 150_000  # wfpy stops at 100,000
+
+
+def test_max_workers_1_order_is_documented_and_deterministic(runs_dir):
+    doc = flowtape.scheduler.__doc__
+    assert "max_workers=1" in doc and "declaration order" in doc
+
+    def steps(run_id):
+        execute(guarded_source, max_workers=1, runs_dir=runs_dir, run_id=run_id)
+        tape = read_tape(runs_dir / run_id / "tape.jsonl")
+        return [(s.actor, s.fireCount) for s in tape.steps()], [
+            (f.actor, f.fireCount) for f in tape.records() if isinstance(f, Firing)
+        ]
+
+    first = steps("one")
+    assert first == steps("two")
+    # the first ready actor in declaration order (c, s, i) fires next: the source drains first,
+    # then s (declared before i) fires as soon as i has given it a token
+    assert [a for a, _ in first[0]] == ["c"] * 4 + ["i", "s"] * 4
+
+
+@workflow(inputs={"In": list}, outputs={"M": list, "S": list})
+def fanout_child():
+    m = Mutate()
+    s = Snapshot()
+    connect("In", m.In)
+    connect("In", s.In)
+    connect(m.Out, "M")
+    connect(s.Out, "S")
+
+
+@workflow
+def fanout_inputs():
+    child = fanout_child()
+    m = Mutate()
+    s = Snapshot()
+    connect("In", child.In)
+    connect("In", m.In)
+    connect("In", s.In)
+    connect(child.M, "ChildM")
+    connect(child.S, "ChildS")
+    connect(m.Out, "M")
+    connect(s.Out, "S")
+
+
+@pytest.mark.parametrize("tape", [True, False])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_workflow_inputs_fan_out_as_separate_tokens_too(tape, workers, runs_dir):
+    result = execute(fanout_inputs, {"In": [0]}, max_workers=workers, tape=tape, runs_dir=runs_dir)
+    assert result.outputs == {"ChildM": [[0, "mutated"]], "ChildS": [[0]], "M": [[0, "mutated"]], "S": [[0]]}
