@@ -118,7 +118,6 @@ def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str)
     finally:
         if enabled:
             gc.enable()
-    gc.freeze()
     return plan
 
 

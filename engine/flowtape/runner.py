@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import signal
@@ -198,6 +199,8 @@ def execute(
             plan.install(net)
         engine.seed({port: [item] for port, item in seeded.items()})
     interrupted = False
+    if plan is not None:
+        gc.freeze()  # the plan's long-lived entries: not worth re-scanning on every collection
     with _Signals(engine):
         try:
             engine.run()
@@ -206,6 +209,8 @@ def execute(
             engine.stop_requested = True
         if engine.stop_requested and not engine.wait_in_flight(STOP_GRACE):
             interrupted = True
+    if plan is not None:
+        gc.unfreeze()
     return _finish(engine, net, writer, run_dir, summary, interrupted)
 
 

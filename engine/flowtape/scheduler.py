@@ -97,6 +97,7 @@ class Engine:
         self.stop_requested = False
         self.exclusive: threading.Thread | None = None
         self.diverged: list[Diverged] = []
+        self._wake = False
         self.top = Pool(net.top)
         self._by_id = {id(a): a for a in net.actors}
         for actor in net.actors:
@@ -189,7 +190,10 @@ class Engine:
             self._work(self.top, None)
 
     def _mark(self, actor: Actor) -> None:
-        actor.pool.mark(actor)
+        pool = actor.pool
+        pool.mark(actor)
+        if pool is self.top:
+            self._wake = True
 
     def _work(self, pool: Pool, ctx: Context | None) -> None:
         """Run `pool` to quiescence. Called, and returns, with the lock held."""
@@ -273,7 +277,9 @@ class Engine:
             pool.in_flight -= 1
             if not actor.idle:
                 self._mark(actor)
-            self.cond.notify_all()
+            if ctx is None or self._wake:  # inside a composite, only top-level news wakes workers
+                self._wake = False
+                self.cond.notify_all()
 
     def _fire_live(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
         self.cond.release()
