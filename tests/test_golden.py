@@ -1,0 +1,138 @@
+"""Golden tapes: committed snapshots of deterministic runs of two examples; a change in the
+engine or the flow fails naming the first step that moved and the fields that changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from flowtape import Port, connect, task, workflow
+from flowtape.cli import main as cli_main
+from flowtape.golden import GoldenMismatch, assert_golden, check, compare, record, snapshot
+from flowtape.loader import load_module
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+GOLDEN = Path(__file__).parent / "golden"
+CASES = [("chain.py", "chain.json"), ("review.py", "review.json")]
+
+
+def example(name: str):
+    return load_module(EXAMPLES / name)
+
+
+@pytest.mark.parametrize(("flow_file", "golden"), CASES)
+def test_examples_match_their_goldens(flow_file, golden):
+    assert_golden(example(flow_file).main, GOLDEN / golden)
+
+
+@pytest.mark.parametrize(("flow_file", "golden"), CASES)
+def test_recording_again_gives_the_same_file(flow_file, golden, tmp_path):
+    data = record(example(flow_file).main, tmp_path / golden)
+    assert (tmp_path / golden).read_bytes() == (GOLDEN / golden).read_bytes()
+    assert data["end"]["status"] == "succeeded"
+    assert all(not key.endswith(("At", "runId")) for key in data)  # no clock times, no ids
+    assert "finishedAt" not in data["end"] and "at" not in data["steps"][0] and "dur" not in data["steps"][0]
+
+
+@task
+class Triple:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        return 3 * x
+
+
+def _changed_chain():
+    m = example("chain.py")
+
+    @workflow
+    def main():
+        numbers = m.Numbers(upto=5)
+        double = Triple()  # "double" now triples
+        add_one = m.AddOne()
+        connect(numbers.Out, double.In)
+        connect(double.Out, add_one.In)
+        connect(add_one.Out, "Out")
+
+    return main
+
+
+def _longer_chain():
+    m = example("chain.py")
+
+    @workflow
+    def main():
+        numbers = m.Numbers(upto=6)
+        double = m.Double()
+        add_one = m.AddOne()
+        connect(numbers.Out, double.In)
+        connect(double.Out, add_one.In)
+        connect(add_one.Out, "Out")
+
+    return main
+
+
+def test_a_changed_flow_fails_naming_the_first_step_that_moved():
+    with pytest.raises(AssertionError) as info:
+        assert_golden(_changed_chain(), GOLDEN / "chain.json")
+    message = str(info.value)
+    # steps 1-5 are the source's, unchanged; step 6 is double's first firing, which now puts 3
+    assert "step 6 moved (double fire 1)" in message
+    assert "firings:" in message
+    assert "actor:" not in message and "queues:" not in message
+    assert str(GOLDEN / "chain.json") in message
+
+
+def test_a_longer_run_fails_naming_the_step_where_it_departs():
+    with pytest.raises(GoldenMismatch) as info:
+        check(_longer_chain(), GOLDEN / "chain.json")
+    message = str(info.value)
+    # the source fires a 6th time where double used to fire first
+    assert "step 6 moved (double fire 1)" in message
+    assert "actor:" in message and "fireCount:" in message
+
+
+def test_compare_names_changed_fields_new_and_missing_steps():
+    golden = json.loads((GOLDEN / "chain.json").read_bytes())
+    assert compare(golden, golden) is None
+    shorter = {**golden, "steps": golden["steps"][:-1]}
+    assert compare(golden, shorter).startswith("step 15 (add_one fire 5) is gone")
+    assert compare(shorter, golden).startswith("step 15 is new: add_one fire 5")
+    moved = json.loads(json.dumps(golden))
+    moved["steps"][2]["journalSeq"] = 99
+    assert compare(golden, moved) == "step 3 moved (numbers fire 3): journalSeq: 3 -> 99"
+    ended = json.loads(json.dumps(golden))
+    ended["end"]["outputs"]["Out"][0] = 4
+    assert compare(golden, ended).startswith("end changed")
+
+
+def test_snapshot_is_deterministic_and_uses_one_worker():
+    flow = example("review.py").main
+    assert snapshot(flow) == snapshot(flow)
+
+
+def test_missing_golden(tmp_path):
+    with pytest.raises(GoldenMismatch, match="no golden"):
+        check(example("chain.py").main, tmp_path / "missing.json")
+
+
+def test_the_cli_golden_record_and_check(tmp_path, capsys):
+    flow = str(EXAMPLES / "chain.py")
+    out = tmp_path / "chain.json"
+    assert cli_main(["golden", "record", flow, str(out)]) == 0
+    assert "recorded" in capsys.readouterr().out
+    assert out.read_bytes() == (GOLDEN / "chain.json").read_bytes()
+    assert cli_main(["golden", "check", flow, str(GOLDEN / "chain.json")]) == 0
+    assert "ok" in capsys.readouterr().out
+    data = json.loads(out.read_bytes())
+    data["steps"][6]["firings"][0]["produced"][0][1] = [7]
+    out.write_text(json.dumps(data))
+    assert cli_main(["golden", "check", flow, str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "golden mismatch" in err and "step 7 moved" in err and "firings" in err
+    assert cli_main(["golden", "check", flow, str(tmp_path / "nope.json")]) == 1
+    assert "no golden" in capsys.readouterr().err

@@ -1,0 +1,430 @@
+"""Resuming a run at a step: recorded firings up to the step are replayed, the rest run live."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from flowtape import connect, workflow
+from flowtape.cli import main as cli_main
+from flowtape.errors import ResumeRefused, UsageError
+from flowtape.loader import load_module
+from flowtape.rundir import read_summary
+from flowtape.runner import execute
+from flowtape.tape import Firing, Step, read_tape
+
+FLOWS = Path(__file__).parent / "flows"
+
+
+def load(name: str):
+    return load_module(FLOWS / f"{name}.py")
+
+
+@pytest.fixture
+def chain():
+    m = load("chain")
+    m.CALLS.clear()
+    m.BROKEN, m.SKEW = False, 0
+    yield m
+    m.BROKEN, m.SKEW = False, 0
+
+
+@pytest.fixture
+def branches():
+    m = load("branches")
+    m.CALLS.clear()
+    m.LEFT_SKEW, m.VERDICT = 0, "ok"
+    yield m
+    m.LEFT_SKEW, m.VERDICT = 0, "ok"
+
+
+def tape_of(result):
+    return read_tape(result.run_dir / "tape.jsonl")
+
+
+def covered_by(tape, at_step: int) -> set[tuple[str, int]]:
+    """The firings steps 1..at_step cover: their own, and those that ran inside them (`within`)."""
+    tops = {(s.actor, s.fireCount) for s in tape.steps()[:at_step]}
+    return {(f.actor, f.fireCount) for f in tape.firings() if (tuple(f.within) if f.within else (f.actor, f.fireCount)) in tops}
+
+
+def live_counts(tape, leaf_kinds=("task", "agent")) -> dict[str, int]:
+    kinds = {a.path: a.kind for a in tape.header.actors}
+    counts: dict[str, int] = {}
+    for f in tape.firings():
+        if not f.replayed and kinds[f.actor] in leaf_kinds:
+            counts[f.actor] = counts.get(f.actor, 0) + 1
+    return counts
+
+
+# name of each actor's counter, per flow (agents are mocks: they count nothing)
+COUNTERS = {
+    "main": {"source": "source", "double": "double", "add": "add", "total": "total"},
+    "looped": {"sub/inc": "inc", "sub/square": "square", "done": "count"},
+    "nested_top": {"numbers": "numbers", "sub/inc": "inc", "sub/square": "square"},
+    "fanout": {"numbers": "numbers", "left": "left", "right": "right", "left_sink": "left_sink", "right_sink": "right_sink"},
+    "gated": {"numbers": "numbers", "parity": "parity", "even": "even", "odd": "odd"},
+}
+
+
+def check_resume(module, flow, original, at_step: int, workers: int, runs_dir: Path) -> None:
+    module.CALLS.clear()
+    resumed = execute(flow, max_workers=workers, runs_dir=runs_dir, resume_from=original.run_dir, at_step=at_step)
+    assert resumed.status == "succeeded", resumed.error
+    assert resumed.outputs == original.outputs, f"at step {at_step}"
+    assert resumed.replay_stopped == []
+    old, new = tape_of(original), tape_of(resumed)
+    assert new.header.resumedFrom == original.run_id and new.header.resumedAtStep == at_step
+    # exactly the firings the step covers are replayed ...
+    replayed = {(f.actor, f.fireCount) for f in new.firings() if f.replayed}
+    assert replayed == covered_by(old, at_step), f"at step {at_step}"
+    if workers == 1 and at_step:
+        # ... which, with one worker, are the firings written before the step
+        cut = old.steps()[at_step - 1].journalSeq
+        assert replayed == {(f.actor, f.fireCount) for f in old.firings() if f.seq <= cut}
+    # ... and the actions that ran live are those of the firings after it
+    counters = COUNTERS[flow.name]
+    live = live_counts(new)
+    for actor, counter in counters.items():
+        total = sum(1 for f in new.firings() if f.actor == actor)
+        replayed_here = sum(1 for f in new.firings() if f.actor == actor and f.replayed)
+        assert module.CALLS.get(counter, 0) == live.get(actor, 0) == total - replayed_here, (at_step, actor)
+    # every step up to the resume step is marked replayed, composite ones too
+    steps = new.steps()
+    assert sum(1 for s in steps if s.replayed) == at_step
+    if workers == 1:
+        assert [s.replayed for s in steps] == [True] * at_step + [False] * (len(steps) - at_step)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+@pytest.mark.parametrize("flow_name", ["chain:main", "branches:looped", "branches:nested_top", "branches:fanout", "branches:gated"])
+def test_resume_at_every_step(flow_name, workers, tmp_path, chain, branches):
+    module = chain if flow_name.startswith("chain") else branches
+    flow = getattr(module, flow_name.split(":")[1])
+    original = execute(flow, max_workers=workers, runs_dir=tmp_path)
+    assert original.status == "succeeded"
+    clean_outputs = execute(flow, max_workers=1, runs_dir=tmp_path).outputs
+    assert original.outputs == clean_outputs
+    for at_step in range(original.steps + 1):
+        check_resume(module, flow, original, at_step, workers, tmp_path)
+
+
+def test_resume_at_step_zero_runs_everything_again(chain, tmp_path):
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    chain.CALLS.clear()
+    resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=0)
+    assert resumed.outputs == original.outputs
+    assert chain.CALLS == {"source": 5, "double": 5, "add": 5, "total": 5}
+    assert not any(f.replayed for f in tape_of(resumed).firings())
+    assert not any(s.replayed for s in tape_of(resumed).steps())
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_failed_run_fixed_and_resumed_runs_no_firing_twice(chain, tmp_path, workers):
+    clean = execute(chain.main, max_workers=1, runs_dir=tmp_path / "clean").outputs
+    chain.CALLS.clear()
+    chain.BROKEN = True
+    failed = execute(chain.main, max_workers=workers, runs_dir=tmp_path)
+    assert failed.status == "failed"
+    assert failed.error.actor == "add" and failed.error.fireCount == 3
+    assert "power cut" in failed.error.message
+    first_calls = dict(chain.CALLS)
+    chain.BROKEN = False  # the fix
+    chain.CALLS.clear()
+    resumed = execute(chain.main, max_workers=workers, runs_dir=tmp_path, resume_from=failed.run_dir)
+    assert resumed.status == "succeeded", resumed.error
+    assert resumed.outputs == clean
+    assert read_tape(resumed.run_dir / "tape.jsonl").header.resumedAtStep == failed.steps
+    # across both runs, every firing ran exactly once
+    for actor in ("source", "double", "add", "total"):
+        assert first_calls.get(actor, 0) + chain.CALLS.get(actor, 0) == 5, actor
+    new = tape_of(resumed)
+    assert {(f.actor, f.fireCount) for f in new.firings() if f.replayed} == {
+        (f.actor, f.fireCount) for f in tape_of(failed).firings()
+    }
+
+
+def test_a_resumed_run_resumed_again(chain, tmp_path):
+    first = execute(chain.main, max_workers=1, runs_dir=tmp_path, run_id="first")
+    second = execute(chain.main, max_workers=2, runs_dir=tmp_path, run_id="second", resume_from=first.run_dir, at_step=7)
+    chain.CALLS.clear()
+    third = execute(chain.main, max_workers=1, runs_dir=tmp_path, run_id="third", resume_from="second", at_step=13)
+    assert first.outputs == second.outputs == third.outputs
+    head = tape_of(third).header
+    assert (head.resumedFrom, head.resumedAtStep) == ("second", 13)
+    assert read_summary(third.run_dir).resumedFrom == "second"
+    new = tape_of(third)
+    assert sum(1 for f in new.firings() if f.replayed) == 13
+    assert sum(chain.CALLS.values()) == 20 - 13
+    assert covered_by(tape_of(second), 13) == {(f.actor, f.fireCount) for f in new.firings() if f.replayed}
+
+
+def test_replayed_answers_are_kept(chain, branches, tmp_path):
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    chain.SKEW = 1000  # `double` would now answer differently
+    chain.CALLS.clear()
+    resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir)
+    assert chain.CALLS == {}
+    assert resumed.outputs == original.outputs
+    assert all(f.replayed for f in tape_of(resumed).firings())
+
+    looped = execute(branches.looped, max_workers=1, runs_dir=tmp_path)
+    branches.VERDICT = "changed my mind"  # the agent would now answer differently
+    branches.CALLS.clear()
+    again = execute(branches.looped, max_workers=1, runs_dir=tmp_path, resume_from=looped.run_dir)
+    assert branches.CALLS == {}
+    assert again.outputs == looped.outputs
+    assert again.outputs["Verdicts"] == ["ok", "ok", "ok"]
+    old_chats = [f.chat for f in tape_of(looped).firings() if f.actor == "reviewer"]
+    new_chats = [f.chat for f in tape_of(again).firings() if f.actor == "reviewer"]
+    assert [bytes(c) for c in new_chats] == [bytes(c) for c in old_chats] and len(new_chats) == 3
+    # resumed earlier, the agent answers live, with the new answer
+    fresh = execute(branches.looped, max_workers=1, runs_dir=tmp_path, resume_from=looped.run_dir, at_step=1)
+    assert fresh.outputs["Verdicts"] == ["ok", "changed my mind", "changed my mind"]
+
+
+def test_divergence_names_the_actor_and_independent_branches_replay_on(branches, tmp_path):
+    original = execute(branches.diverge, max_workers=1, runs_dir=tmp_path)
+    assert original.outputs == {"LeftOut": [10, 30, 60, 100], "RightOut": [100, 300, 600, 1000]}
+    branches.LEFT_SKEW = 1  # `moody` (never replayable, so always live) now answers differently
+    branches.CALLS.clear()
+    resumed = execute(branches.diverge, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir)
+    assert resumed.status == "succeeded"
+    assert resumed.outputs == {"LeftOut": [11, 32, 63, 104], "RightOut": [100, 300, 600, 1000]}
+    stopped = {d.actor: d for d in resumed.replay_stopped}
+    assert list(stopped) == ["moody", "left_sink"]
+    assert "notReplayable" in stopped["moody"].reason and "_mutex" in stopped["moody"].reason
+    d = stopped["left_sink"]
+    assert d.reason == "inputs differ"
+    assert d.fireCount == 1
+    assert d.queue == "moody.Out->left_sink.In"
+    assert d.recorded and d.actual and d.recorded != d.actual
+    assert d.recordedPreview == "10" and d.actualPreview == "11"
+    steps = tape_of(resumed).steps()
+    first_left_sink = next(s.step for s in steps if s.actor == "left_sink")
+    assert d.step == first_left_sink
+    # the right branch never saw the change: it replays on, after the divergence
+    assert "right" not in branches.CALLS and "right_sink" not in branches.CALLS
+    assert branches.CALLS == {"moody": 4, "left_sink": 4}
+    right_steps = [s for s in steps if s.actor in ("right", "right_sink")]
+    assert len(right_steps) == 8 and all(s.replayed for s in right_steps)
+    assert all(s.step > first_left_sink for s in right_steps)
+    assert not any(s.replayed for s in steps if s.actor in ("moody", "left_sink"))
+
+
+def test_a_not_replayable_actor_runs_live_and_downstream_replays_on(chain, tmp_path):
+    original = execute(chain.locked, max_workers=1, runs_dir=tmp_path)
+    chain.CALLS.clear()
+    resumed = execute(chain.locked, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir)
+    assert resumed.outputs == original.outputs
+    assert chain.CALLS == {"locky": 4}  # the same answers: `double` replays all of its firings
+    assert [d.actor for d in resumed.replay_stopped] == ["locky"]
+    assert "_guard" in resumed.replay_stopped[0].reason
+
+
+# ---- refusals -------------------------------------------------------------------------------
+
+
+def test_refused_step_out_of_range(chain, tmp_path):
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    for bad in (21, 999, -1):
+        with pytest.raises(ResumeRefused, match=r"step .*steps 0 to 20"):
+            execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir, at_step=bad)
+
+
+def _variants(m):
+    @workflow
+    def main():  # an actor added
+        source = m.Source(n=5)
+        double = m.Double()
+        add = m.Add(k=3)
+        total = m.Total()
+        extra = m.Double()
+        connect(source.Out, double.In)
+        connect(double.Out, add.In)
+        connect(add.Out, total.In)
+        connect(total.Out, extra.In)
+        connect(extra.Out, "Out")
+
+    added = main
+
+    @workflow
+    def main():  # noqa: F811 - an actor removed
+        source = m.Source(n=5)
+        double = m.Double()
+        total = m.Total()
+        connect(source.Out, double.In)
+        connect(double.Out, total.In)
+        connect(total.Out, "Out")
+
+    removed = main
+
+    @workflow
+    def main():  # noqa: F811 - an actor renamed
+        source = m.Source(n=5)
+        double = m.Double()
+        plus = m.Add(k=3)
+        total = m.Total()
+        connect(source.Out, double.In)
+        connect(double.Out, plus.In)
+        connect(plus.Out, total.In)
+        connect(total.Out, "Out")
+
+    renamed = main
+
+    @workflow
+    def main():  # noqa: F811 - rewired: add before double
+        source = m.Source(n=5)
+        double = m.Double()
+        add = m.Add(k=3)
+        total = m.Total()
+        connect(source.Out, add.In)
+        connect(add.Out, double.In)
+        connect(double.Out, total.In)
+        connect(total.Out, "Out")
+
+    rewired = main
+    return added, removed, renamed, rewired
+
+
+def test_refused_when_the_graph_changed(chain, tmp_path):
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    added, removed, renamed, rewired = _variants(chain)
+    cases = [
+        (added, "actor 'extra' (Double) was added"),
+        (removed, "actor 'add' (Add) was removed"),
+        (renamed, "actor 'add' was renamed 'plus'"),
+        (rewired, "rewired"),
+    ]
+    for flow, expected in cases:
+        with pytest.raises(ResumeRefused, match="graph changed") as info:
+            execute(flow, runs_dir=tmp_path, resume_from=original.run_dir)
+        assert expected in str(info.value)
+    with pytest.raises(ResumeRefused) as info:
+        execute(rewired, runs_dir=tmp_path, resume_from=original.run_dir)
+    assert "source.Out->double.In removed" in str(info.value) and "source.Out->add.In added" in str(info.value)
+
+
+def test_refused_another_workflow(chain, tmp_path):
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    with pytest.raises(ResumeRefused, match="ran workflow 'main', not 'locked'"):
+        execute(chain.locked, runs_dir=tmp_path, resume_from=original.run_dir)
+
+
+def test_refused_a_tape_that_fails_verification(chain, tmp_path):
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    path = original.run_dir / "tape.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if b'"actor":"double"' in line and b'"fireCount":2' in line)
+    assert b'"produced":[[2,[4]]]' in lines[index]
+    lines[index] = lines[index].replace(b'"produced":[[2,[4]]]', b'"produced":[[2,[5]]]')  # a forged answer
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(ResumeRefused, match="fails verification"):
+        execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)
+
+
+def test_refused_inputs_with_a_resume(chain, tmp_path):
+    original = execute(chain.seeded, {"In": 4}, max_workers=1, runs_dir=tmp_path)
+    with pytest.raises(ResumeRefused, match="inputs"):
+        execute(chain.seeded, {"In": 5}, runs_dir=tmp_path, resume_from=original.run_dir)
+    # without inputs, the recorded ones are used
+    chain.CALLS.clear()
+    resumed = execute(chain.seeded, runs_dir=tmp_path, resume_from=original.run_dir, at_step=1)
+    assert resumed.outputs == original.outputs == {"Out": [9]}
+    assert chain.CALLS == {"add": 1}
+
+
+def test_at_step_needs_resume_from(chain, tmp_path):
+    with pytest.raises(UsageError, match="--resume-from"):
+        execute(chain.main, runs_dir=tmp_path, at_step=3)
+
+
+def test_refused_an_unknown_run(chain, tmp_path):
+    with pytest.raises(UsageError, match="no run"):
+        execute(chain.main, runs_dir=tmp_path, resume_from="no-such-run")
+
+
+# ---- the CLI --------------------------------------------------------------------------------
+
+
+def test_cli_resume_at_step(chain, tmp_path, capsys):
+    flow = str(FLOWS / "chain.py")
+    runs = str(tmp_path)
+    assert cli_main(["run", flow, "--runs-dir", runs, "--run-id", "orig", "--max-workers", "1", "--json"]) == 0
+    original = json.loads(capsys.readouterr().out)
+    assert original["status"] == "succeeded" and original["steps"] == 20
+    chain.CALLS.clear()
+    code = cli_main(["run", flow, "--runs-dir", runs, "--run-id", "again", "--resume-from", "orig", "--at-step", "12", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["outputs"] == original["outputs"] and out["status"] == "succeeded"
+    assert sum(chain.CALLS.values()) == 20 - 12
+    head = read_tape(tmp_path / "again" / "tape.jsonl").header
+    assert (head.resumedFrom, head.resumedAtStep) == ("orig", 12)
+    # a run directory works as well as a run id
+    assert cli_main(["run", flow, "--runs-dir", runs, "--resume-from", str(tmp_path / "orig"), "--at-step", "20"]) == 0
+    captured = capsys.readouterr()
+    assert "Out: [5, 12, 21, 32, 45]" in captured.out
+    # refusals are usage errors: exit 2 with one line
+    assert cli_main(["run", flow, "--runs-dir", runs, "--resume-from", "orig", "--at-step", "99"]) == 2
+    err = capsys.readouterr().err
+    assert "step 99" in err and "0 to 20" in err
+    assert cli_main(["run", flow, "--runs-dir", runs, "--resume-from", "orig", "--input", "In=3"]) == 2
+    assert "inputs" in capsys.readouterr().err
+    assert cli_main(["run", flow, "--runs-dir", runs, "--at-step", "3"]) == 2
+    assert "--resume-from" in capsys.readouterr().err
+    # a resumed run that fails exits 1
+    chain.BROKEN = True
+    assert cli_main(["run", flow, "--runs-dir", runs, "--resume-from", "orig", "--at-step", "5"]) == 1
+    assert "power cut" in capsys.readouterr().err
+
+
+def test_steps_and_firings_of_a_resumed_tape_line_up(chain, tmp_path):
+    original = execute(chain.main, max_workers=4, runs_dir=tmp_path)
+    resumed = execute(chain.main, max_workers=4, runs_dir=tmp_path, resume_from=original.run_dir, at_step=9)
+    tape = tape_of(resumed)
+    last = 0
+    for record in tape.records():
+        if isinstance(record, Firing):
+            last = record.seq
+        elif isinstance(record, Step):
+            assert record.journalSeq == last
+
+
+def test_values_that_look_like_tape_fields_do_not_confuse_the_replayed_flag(tmp_path):
+    m = load("tricky")
+    original = execute(m.main, max_workers=1, runs_dir=tmp_path)
+    assert original.outputs == {"Out": [11, 20, 31]}
+    for at_step in range(original.steps + 1):
+        m.CALLS.clear()
+        resumed = execute(m.main, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=at_step)
+        assert resumed.outputs == original.outputs
+        tape = tape_of(resumed)
+        assert [f.replayed for f in tape.firings()] == [True] * at_step + [False] * (6 - at_step)
+        assert [s.replayed for s in tape.steps()] == [True] * at_step + [False] * (6 - at_step)
+        assert sum(m.CALLS.values()) == 6 - at_step
+    # resumed from a resumed run (whose records already say `replayed`)
+    twice = execute(m.main, max_workers=1, runs_dir=tmp_path, resume_from=resumed.run_dir, at_step=4)
+    assert all(f.replayed for f in tape_of(twice).firings()[:4])
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_a_run_failed_inside_a_loop_resumes_without_running_anything_twice(branches, tmp_path, workers):
+    clean = execute(branches.looped_fragile, max_workers=1, runs_dir=tmp_path)
+    assert clean.outputs == {"Out": [5, 15, 30]}
+    branches.CALLS.clear()
+    branches.BROKEN = True
+    try:
+        failed = execute(branches.looped_fragile, max_workers=workers, runs_dir=tmp_path)
+    finally:
+        branches.BROKEN = False
+    assert failed.status == "failed" and failed.error.actor == "fragile" and failed.error.fireCount == 2
+    assert failed.steps == 1  # the loop's second item never finished: it has no step
+    first = dict(branches.CALLS)
+    branches.CALLS.clear()
+    resumed = execute(branches.looped_fragile, max_workers=workers, runs_dir=tmp_path, resume_from=failed.run_dir)
+    assert resumed.status == "succeeded" and resumed.outputs == clean.outputs
+    for name in ("fragile", "acc"):
+        assert first.get(name, 0) + branches.CALLS.get(name, 0) == 3, name
+    assert [s.replayed for s in tape_of(resumed).steps()] == [True, False, False, False]

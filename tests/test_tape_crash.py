@@ -1,0 +1,183 @@
+"""Crash safety: a run killed at any moment leaves a tape that verifies and can be resumed;
+SIGTERM stops a run cleanly with an end record."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from flowtape.loader import load_module
+from flowtape.rundir import read_summary
+from flowtape.runner import execute
+from flowtape.tape import End, Firing, Step, read_tape
+from flowtape.verify import verify
+
+FLOWS = Path(__file__).parent / "flows"
+CHAIN_N = 250  # 4 actors: 1,000 firings, 1,000 steps
+
+
+def spawn(flow: str, runs_dir: Path, run_id: str, env: dict[str, str] | None = None, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "flowtape", "run", str(FLOWS / flow), "--runs-dir", str(runs_dir), "--run-id", run_id, *extra],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def wait_for_steps(tape: Path, count: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if tape.read_bytes().count(b'"step":') >= count:
+                return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.005)
+    raise AssertionError(f"{tape} never reached {count} steps")
+
+
+def test_a_killed_process_leaves_exactly_its_completed_firings(tmp_path):
+    proc = spawn("crash.py", tmp_path, "crash")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    run_dir = tmp_path / "crash"
+    tape, rebuild = verify(run_dir / "tape.jsonl")  # no end record: fine
+    kinds = [type(r) for r in tape.records()]
+    assert kinds[1:] == [Firing, Step, Firing, Step]
+    firings, steps = tape.firings(), tape.steps()
+    assert [(f.seq, f.actor, f.fireCount) for f in firings] == [(1, "worker", 1), (2, "worker", 2)]
+    assert [(s.step, s.actor, s.fireCount, s.journalSeq) for s in steps] == [(1, "worker", 1, 1), (2, "worker", 2, 2)]
+    assert tape.end is None and rebuild.ended is None
+    assert rebuild.outputs_raw() == b'{"Out":[10,20]}'
+    # run.json still says running: nobody was left to rewrite it
+    assert read_summary(run_dir).status == "running"
+
+
+@pytest.fixture
+def chain(monkeypatch):
+    monkeypatch.setenv("FT_N", str(CHAIN_N))
+    m = load_module(FLOWS / "chain.py")
+    m.CALLS.clear()
+    m.BROKEN, m.SKEW, m.SLEEP = False, 0, 0.0
+    return m
+
+
+def test_sigkill_at_random_moments_every_tape_verifies_and_resumes(chain, tmp_path, capsys):
+    clean = execute(chain.main, max_workers=1, runs_dir=tmp_path / "clean")
+    assert clean.status == "succeeded" and clean.firings == 4 * CHAIN_N
+    runs = tmp_path / "killed"
+    rng = random.Random(20261129)
+    delays = [rng.uniform(0.0, 1.0) for _ in range(24)]
+
+    def kill_one(index: int) -> tuple[str, int]:
+        run_id = f"k{index}"
+        # odd runs with one worker, even ones with the default pool; each lasts about 1.2 s
+        workers, nap = (["--max-workers", "1"], "0.001") if index % 2 else ([], "0.004")
+        proc = spawn("chain.py", runs, run_id, {"FT_N": str(CHAIN_N), "FT_SLEEP": nap}, *workers)
+        try:
+            wait_for_steps(runs / run_id / "tape.jsonl", 1)
+            time.sleep(delays[index])
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return run_id, proc.returncode
+
+    with ThreadPoolExecutor(4) as pool:
+        killed = list(pool.map(kill_one, range(len(delays))))
+
+    cut_short = 0
+    for index, (run_id, code) in enumerate(killed):
+        run_dir = runs / run_id
+        tape, rebuild = verify(run_dir / "tape.jsonl")
+        if code == -signal.SIGKILL and tape.end is None:
+            cut_short += 1
+        else:  # it finished before the kill landed
+            assert tape.end is not None and tape.end.status == "succeeded"
+        steps = tape.steps()
+        assert [s.step for s in steps] == list(range(1, len(steps) + 1))
+        resumed = execute(chain.main, max_workers=1 + 2 * (index % 2), runs_dir=runs, resume_from=run_dir)
+        assert resumed.status == "succeeded", resumed.error
+        assert resumed.outputs == clean.outputs, run_id
+        assert resumed.replay_stopped == []
+        # every firing the killed run finished and stepped is replayed, not run again
+        replayed = sum(1 for f in read_tape(resumed.run_dir / "tape.jsonl").firings() if f.replayed)
+        assert replayed == len(steps)
+        verify(resumed.run_dir / "tape.jsonl")
+    assert cut_short >= 18, f"only {cut_short} of {len(killed)} runs were killed mid-run"
+    capsys.readouterr()
+
+
+def test_a_torn_last_line_is_tolerated_with_a_warning(chain, tmp_path, capsys):
+    result = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    path = result.run_dir / "tape.jsonl"
+    data = path.read_bytes()
+    lines = data.splitlines(keepends=True)
+    # cut the run as if the writer died in the middle of writing its 30th record
+    cut = b"".join(lines[:29]) + lines[29][: len(lines[29]) // 2]
+    path.write_bytes(cut)
+    capsys.readouterr()
+    tape, rebuild = verify(path)
+    assert tape.torn and len(tape.lines) == 29
+    assert "torn last line" in capsys.readouterr().err
+    resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=result.run_dir)
+    assert resumed.outputs == result.outputs
+
+
+def test_sigterm_stops_a_run_with_an_end_record(chain, tmp_path):
+    proc = spawn("chain.py", tmp_path, "term", {"FT_N": str(CHAIN_N), "FT_SLEEP": "0.004"})
+    try:
+        wait_for_steps(tmp_path / "term" / "tape.jsonl", 20)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err.decode()
+    assert b"stopped" in err
+    run_dir = tmp_path / "term"
+    tape, rebuild = verify(run_dir / "tape.jsonl")
+    end = tape.end
+    assert isinstance(end, End) and end.status == "stopped"
+    assert 20 <= end.steps < 4 * CHAIN_N
+    assert read_summary(run_dir).status == "stopped"
+    clean = execute(chain.main, max_workers=1, runs_dir=tmp_path / "clean")
+    resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=run_dir)
+    assert resumed.outputs == clean.outputs
+    assert sum(1 for f in read_tape(resumed.run_dir / "tape.jsonl").firings() if f.replayed) == end.steps
+
+
+@pytest.mark.parametrize("flow_name", ["looped", "nested_top", "diverge", "gated"])
+@pytest.mark.parametrize("workers", [1, 4])
+def test_every_prefix_of_a_tape_verifies_and_resumes(flow_name, workers, tmp_path, capsys):
+    """A tape is append-only, so each of its prefixes is what a kill at that moment leaves."""
+    m = load_module(FLOWS / "branches.py")
+    m.LEFT_SKEW, m.VERDICT = 0, "ok"
+    flow = getattr(m, flow_name)
+    clean = execute(flow, max_workers=workers, runs_dir=tmp_path, run_id="clean")
+    lines = (clean.run_dir / "tape.jsonl").read_bytes().splitlines(keepends=True)
+    for count in range(1, len(lines)):
+        run_dir = tmp_path / f"cut{count}"
+        run_dir.mkdir()
+        (run_dir / "tape.jsonl").write_bytes(b"".join(lines[:count]))
+        tape, _ = verify(run_dir / "tape.jsonl")
+        resumed = execute(flow, max_workers=workers, runs_dir=tmp_path, run_id=f"resumed{count}", resume_from=run_dir)
+        assert resumed.status == "succeeded", (count, resumed.error)
+        assert resumed.outputs == clean.outputs, count
+        assert resumed.replay_stopped == [] or flow_name == "diverge", count
+        new = read_tape(resumed.run_dir / "tape.jsonl")
+        # every step the cut tape holds is replayed (`moody` never is: its state holds a lock)
+        expected = sum(1 for s in tape.steps() if s.actor != "moody")
+        assert sum(1 for s in new.steps() if s.replayed) == expected, count
+        verify(resumed.run_dir / "tape.jsonl")

@@ -1,0 +1,241 @@
+"""verify(): a tape that cannot support its own story is refused, naming the line and the rule.
+
+Each tampering is tried twice: as a plain edit (the hash chain catches it at the first line that
+no longer follows), and re-sealed, i.e. with the hash chain recomputed by a forger who knows the
+format: then the rebuild's own rules must catch it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from flowtape.cli import main as cli_main
+from flowtape.errors import TraceCorruption
+from flowtape.loader import load_module
+from flowtape.runner import execute
+from flowtape.tape import HASH_KEY, Firing, chain, encode_record
+from flowtape.verify import verify
+from msgspec import Raw
+
+FLOWS = Path(__file__).parent / "flows"
+
+
+@pytest.fixture
+def run(tmp_path):
+    m = load_module(FLOWS / "chain.py")
+    m.BROKEN, m.SKEW = False, 0
+    result = execute(m.main, max_workers=1, runs_dir=tmp_path, run_id="good")
+    return result.run_dir / "tape.jsonl"
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
+
+
+def write(path: Path, lines: list[bytes]) -> None:
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def reseal(lines: list[bytes]) -> list[bytes]:
+    """Recompute every record's hash, as a forger would."""
+    out, previous = [], ""
+    for line in lines:
+        cut = line.rfind(HASH_KEY)
+        body = line[:cut] + b"}" if cut >= 0 else line
+        previous = chain(previous, body)
+        out.append(body[:-1] + HASH_KEY + previous.encode() + b'"}')
+    return out
+
+
+def find(lines: list[bytes], *needles: bytes) -> int:
+    """The 0-based index of the first line holding every needle."""
+    return next(i for i, line in enumerate(lines) if all(n in line for n in needles))
+
+
+def corrupt(path: Path) -> TraceCorruption:
+    with pytest.raises(TraceCorruption) as info:
+        verify(path, warn=False)
+    return info.value
+
+
+def test_a_good_tape_verifies(run):
+    tape, rebuild = verify(run)
+    assert rebuild.ended is not None and rebuild.ended.status == "succeeded"
+    assert rebuild.seq == 20 and rebuild.step == 20
+    assert rebuild.outputs_raw() == b'{"Out":[5,12,21,32,45]}'
+    assert rebuild.states["total"] and bytes(rebuild.states["total"]) == b'{"total":45}'
+    assert reseal(lines_of(run)) == lines_of(run)  # the helper below reproduces the writer's chain
+
+
+def test_a_forged_firing_is_detected(run):
+    lines = lines_of(run)
+    at = find(lines, b'"actor":"add"', b'"fireCount":2')
+    forged = lines[at].replace(b'"fireCount":2', b'"fireCount":3')
+    write(run, lines[:at] + [forged] + lines[at:])
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (at + 1, "hash chain")
+    assert f"line {at + 1}" in str(exc)
+
+    # re-sealed: a firing of `total` that takes a token nobody ever put
+    end = len(lines) - 1
+    fake = encode_record(Firing(seq=21, actor="total", fireCount=6, consumed=[(3, 1, "0123456789abcdef")]))
+    write(run, reseal(lines[:end] + [fake] + lines[end:]))
+    exc = corrupt(run)
+    assert exc.line == end + 1
+    assert exc.rule == "nothing is taken that was never put"
+    assert "total" in str(exc) and "add.Out->total.In" in str(exc)
+
+    # re-sealed: a firing of an actor the flow does not have
+    fake = encode_record(Firing(seq=21, actor="ghost", fireCount=1))
+    write(run, reseal(lines[:end] + [fake] + lines[end:]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (end + 1, "firings name actors of the header")
+
+    # re-sealed: a firing that skips a fire count
+    fake = encode_record(Firing(seq=21, actor="source", fireCount=7))
+    write(run, reseal(lines[:end] + [fake] + lines[end:]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (end + 1, "fireCount is one more than the actor's previous")
+
+
+def test_a_forged_extra_output_is_detected(run):
+    lines = lines_of(run)
+    end = len(lines) - 1
+    # re-sealed: an extra firing of the source, which changes nothing but the counts
+    fake = encode_record(Firing(seq=21, actor="source", fireCount=6, produced=[(1, [Raw(b"6")])], state=Raw(b'{"i":6}')))
+    write(run, reseal(lines[:end] + [fake] + lines[end:]))
+    exc = corrupt(run)
+    assert exc.line == end + 2
+    assert exc.rule == "the end agrees with the rebuilt run"
+
+
+def test_reordered_records_are_detected(run):
+    lines = lines_of(run)
+    a = find(lines, b'"seq":2,')
+    b = a + 1  # the step of seq 2
+    swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
+    write(run, swapped)
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (a + 1, "hash chain")
+
+    write(run, reseal(swapped))
+    exc = corrupt(run)
+    assert exc.line == a + 1
+    assert exc.rule == "journalSeq names the last firing before the step"
+
+    f3 = find(lines, b'"seq":3,')
+    two_firings = lines[:a] + [lines[f3], lines[f3 + 1], lines[a], lines[b]] + lines[f3 + 2 :]
+    write(run, reseal(two_firings))
+    exc = corrupt(run)
+    assert exc.line == a + 1 and exc.rule == "seq increases by one"
+
+
+def test_a_re_appended_old_record_is_detected(run):
+    lines = lines_of(run)
+    old = lines[find(lines, b'"seq":1,')]
+    write(run, lines + [old])
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(lines) + 1, "hash chain")
+
+    write(run, reseal(lines + [old]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")
+
+    # without an end record (a killed run), the sequence runs backwards
+    body = lines[:-1]
+    write(run, reseal(body + [old]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(body) + 1, "seq increases by one")
+    assert "seq 1 follows seq 20" in str(exc)
+
+
+def test_an_edited_token_is_detected(run):
+    lines = lines_of(run)
+    at = find(lines, b'"actor":"double"', b'"fireCount":2')
+    assert b'"produced":[[2,[4]]]' in lines[at]
+    edited = list(lines)
+    edited[at] = lines[at].replace(b'"produced":[[2,[4]]]', b'"produced":[[2,[40]]]')
+    write(run, edited)
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (at + 1, "hash chain")
+
+    # re-sealed: the consumer's recorded digest no longer matches what the queue held
+    write(run, reseal(edited))
+    exc = corrupt(run)
+    consumer = find(lines, b'"actor":"add"', b'"fireCount":2')
+    assert exc.line == consumer + 1
+    assert exc.rule == "consumed digests match the tokens produced into the queue, in FIFO order"
+    assert "double.Out->add.In" in str(exc)
+
+
+def test_an_edited_output_is_detected(run):
+    lines = lines_of(run)
+    edited = list(lines)
+    edited[-1] = lines[-1].replace(b'"outputs":{"Out":[5,12,21,32,45]}', b'"outputs":{"Out":[5,12,21,32,46]}')
+    assert edited[-1] != lines[-1]
+    write(run, reseal(edited))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(lines), "the end agrees with the rebuilt run")
+
+
+def test_a_dropped_line_is_detected(run):
+    lines = lines_of(run)
+    at = find(lines, b'"seq":5,')
+    dropped = lines[:at] + lines[at + 1 :]
+    write(run, dropped)
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (at + 1, "hash chain")
+
+    write(run, reseal(dropped))
+    exc = corrupt(run)
+    assert exc.line == at + 1  # the step that followed the dropped firing now names a firing never written
+    assert exc.rule in ("journalSeq names the last firing before the step", "steps name completed firings")
+
+    # drop a firing and its step: the sequence has a hole
+    write(run, reseal(lines[:at] + lines[at + 2 :]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (at + 1, "seq increases by one")
+
+
+def test_a_header_must_come_first(run):
+    lines = lines_of(run)
+    write(run, lines[1:])
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (1, "header first")
+
+    write(run, reseal(lines[:3] + [lines[0]] + lines[3:]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (4, "one header, first")
+
+
+def test_an_unreadable_line_is_corruption_but_a_torn_last_line_is_not(run, capsys):
+    lines = lines_of(run)
+    write(run, lines[:4] + [b'{"t":"f","seq":'] + lines[4:])
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (5, "well-formed records")
+
+    # two records spliced onto one line
+    write(run, lines[:3] + [lines[3] + b"," + lines[4]] + lines[5:])
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (4, "well-formed records")
+
+    # a file cut in the middle of its last line: the writer died mid-write
+    data = b"".join(line + b"\n" for line in lines)
+    cut = len(data) - len(lines[-1]) // 2
+    run.write_bytes(data[:cut])
+    tape, rebuild = verify(run)
+    assert tape.torn and len(tape.lines) == len(lines) - 1
+    assert rebuild.ended is None and rebuild.seq == 20
+    assert "torn last line" in capsys.readouterr().err
+
+
+def test_the_cli_verify(run, capsys, tmp_path):
+    assert cli_main(["verify", str(run.parent)]) == 0
+    assert "ok:" in capsys.readouterr().out
+    assert cli_main(["verify", "good", "--runs-dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    lines = lines_of(run)
+    write(run, lines[:3] + lines[4:])
+    assert cli_main(["verify", str(run.parent)]) == 1
+    err = capsys.readouterr().err
+    assert "line 4" in err and "hash chain" in err
