@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,15 @@ from .model import TaskSpec, spec_of
 # and nobody has needed it as a Python object yet: a replayed consumer only needs the bytes.
 LAZY: Any = object()
 Item = tuple[Any, Any]  # (value, encoding as bytes or msgspec.Raw)
+IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
+
+
+def own_copy(item: Item) -> Item:
+    """A fanned-out token's own copy: decoded afresh from its encoding, or deep-copied without one."""
+    value, enc = item
+    if value is LAZY or type(value) in IMMUTABLE:
+        return item
+    return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
 
 
 class Queue:

@@ -20,6 +20,7 @@ from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, UsageError
 from .graph import Graph, WorkflowDef
 from .network import LAZY, Item, Network, build_network
 from .replay import ReplayPlan, plan_resume, shape_of
+from .replayer import restore
 from .rundir import (
     DEFAULT_RUNS_DIR,
     SUMMARY,
@@ -193,7 +194,7 @@ def execute(
     if plan is not None and plan.snapshot is not None:
         if writer is not None:
             writer.copy_replayed(plan.snapshot.lines)
-        engine.restore(plan.snapshot)
+        restore(engine, plan.snapshot)
     else:
         if plan is not None:
             plan.install(net)

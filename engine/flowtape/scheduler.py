@@ -20,18 +20,17 @@ from typing import Any
 
 from msgspec import Raw
 
+from .composites import fire_control, fire_subflow
 from .errors import FlowtapeError
-from .firing import GuardFailed, Plan, give_back, select, value_of
+from .firing import GuardFailed, Plan, give_back, select
 from .firing import execute as execute_action
-from .network import LAZY, Actor, Item, Network, Queue
+from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy
+from .replayer import commit_replayed, give_up_replay, replay_plan
 from .source import Site, traceback_site
 from .tape import Diverged, ErrorInfo, Firing, Step, TapeWriter
-from .values import NotEncodable, digest, encode, preview
+from .values import NotEncodable, digest, encode
 
 _NONE_ENC = Raw(encode(None))
-_IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
-
-
 class Pool:
     """Actors one drain runs: the top level, or one composite's members (a loop body, an if branch)."""
 
@@ -134,34 +133,9 @@ class Engine:
             for port, items in port_items.items():
                 for i, q in enumerate(self.net.seeds.get(port, [])):
                     # fan-out: each consumer gets its own token, decoded from its encoding on first use
-                    q.items.extend(items if i == 0 else [_own(item) for item in items])
+                    q.items.extend(items if i == 0 else [own_copy(item) for item in items])
                     if q.consumer is not None:
                         self._mark(q.consumer)
-
-    def restore(self, snapshot: Any) -> None:
-        """Start from a recorded run's state at a step (see replay.Snapshot): queues, fire counts,
-        states and chat histories as the tape has them."""
-        with self.cond:
-            for q, tokens in zip(self.net.queues, snapshot.queues, strict=True):
-                q.items.extend((LAZY, t) for t in tokens)
-            for path, count in snapshot.fire_counts.items():
-                actor = self.net.by_path[path]
-                actor.fire_count = count
-                actor.static_used = count > 0
-            for path, raw in snapshot.states.items():
-                actor = self.net.by_path[path]
-                for key, value in value_of((LAZY, raw)).items():
-                    setattr(actor.obj, key, value)
-                actor.state_enc = bytes(raw)
-            for path, chats in snapshot.chats.items():
-                history = getattr(self.net.by_path[path].obj, "chat_history", None)
-                if isinstance(history, list):
-                    for raw in chats:
-                        history.extend(value_of((LAZY, raw)))
-            self.seq = self.firings = snapshot.seq
-            self.steps = snapshot.steps
-            for actor in self.net.actors:
-                self._mark(actor)
 
     def run(self) -> None:
         """Fire until quiescence, failure or stop."""
@@ -215,9 +189,9 @@ class Engine:
                 if pool.in_flight == 0:
                     if self._retry_idle(pool):
                         continue
-                    if self._fire_control(pool, ctx):
+                    if fire_control(self, pool, ctx):
                         continue
-                    if ctx is None and self._give_up_replay():
+                    if ctx is None and give_up_replay(self):
                         continue
                     pool.done = True
                     self.cond.notify_all()
@@ -253,7 +227,7 @@ class Engine:
     def _plan(self, actor: Actor) -> Plan | None:
         pending = actor.replay
         if pending:
-            plan = self._replay_plan(actor, pending[0])
+            plan = replay_plan(self, actor, pending[0])
             if plan is not None or actor.replay:
                 return plan
         return select(actor)
@@ -267,9 +241,9 @@ class Engine:
         start = time.perf_counter()
         try:
             if plan.entry is not None:
-                self._commit_replayed(actor, plan, fire_count, ctx, start)
+                commit_replayed(self, actor, plan, fire_count, ctx, start)
             elif actor.kind == "workflow":
-                self._fire_subflow(actor, plan, fire_count, ctx, start)
+                fire_subflow(self, actor, plan, fire_count, ctx, start)
             else:
                 self._fire_live(actor, plan, fire_count, ctx, start)
         finally:
@@ -312,7 +286,7 @@ class Engine:
         for port, value in outputs:
             for i, q in enumerate(actor.outputs.get(port, ())):
                 # fan-out: each consumer gets its own token
-                produced.append((q, [(value if i == 0 or type(value) in _IMMUTABLE else copy.deepcopy(value), b"")]))
+                produced.append((q, [(value if i == 0 or type(value) in IMMUTABLE else copy.deepcopy(value), b"")]))
         return produced
 
     def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
@@ -322,7 +296,7 @@ class Engine:
             queues = actor.outputs.get(port)
             if not queues:
                 continue
-            shared = type(value) in _IMMUTABLE
+            shared = type(value) in IMMUTABLE
             try:
                 enc = Raw(encode(value))
             except NotEncodable as exc:
@@ -441,214 +415,6 @@ class Engine:
             self.failure = Failure(actor, fire_count, exc, tb, traceback_site(exc))
         self.cond.notify_all()
 
-    # ---- composites -------------------------------------------------------------------------------
-
-    def _fire_subflow(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
-        """A nested workflow: its inputs go to the child's queues, then the child runs to quiescence."""
-        actor.static_used = True
-        produced: dict[int, tuple[Queue, list[Item]]] = {}
-        for q, items in plan.takes:
-            for i, target in enumerate(actor.seeds.get(q.port, [])):
-                produced.setdefault(target.index, (target, []))[1].extend(items if i == 0 else [_own(item) for item in items])
-        inner = ctx or Context(actor, fire_count)
-        self._commit_start(actor, fire_count, plan.takes, list(produced.values()), ctx, inner)
-        self._work(actor.pools[""], inner)
-        self._finish_composite(actor, fire_count, ctx, inner, start)
-
-    def _commit_start(
-        self,
-        actor: Actor,
-        fire_count: int,
-        takes: list[tuple[Queue, list[Item]]],
-        produced: list[tuple[Queue, list[Item]]],
-        ctx: Context | None,
-        inner: Context,
-    ) -> None:
-        """A composite's own record, written when it starts: what it took and what it handed in."""
-        covered = (actor.path, fire_count) in self.covered
-        actor.fire_count = fire_count
-        self.firings += 1
-        for q, items in produced:
-            q.items.extend(items)
-            if q.consumer is not None:
-                self._mark(q.consumer)
-        self.seq += 1
-        inner.touched.update(q for q, _ in takes)
-        inner.touched.update(q for q, _ in produced)
-        if not covered:
-            inner.any_live = True
-        self._write(
-            Firing(
-                seq=self.seq,
-                actor=actor.path,
-                fireCount=fire_count,
-                consumed=[(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
-                produced=[(q.index, [e for _, e in items]) for q, items in produced],
-                within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
-                replayed=covered,
-            )
-        )
-
-    def _finish_composite(self, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
-        if ctx is None and not self.halted:
-            self._write(self._step(actor, fire_count, not inner.any_live, inner.touched, start, simple=False))
-
-    def _fire_control(self, pool: Pool, ctx: Context | None) -> bool:
-        """Fire the first loop or if of `pool` that can fire; nothing else runs meanwhile."""
-        for actor in pool.controls:
-            started = self._control_start(actor)
-            if started is None:
-                continue
-            takes, produced, branch = started
-            fire_count = actor.fire_count + 1
-            start = time.perf_counter()
-            inner = ctx or Context(actor, fire_count)
-            me = threading.current_thread()
-            owner = self.exclusive
-            if ctx is None:
-                self.exclusive = me
-            actor.running = True
-            pool.in_flight += 1
-            try:
-                self._commit_start(actor, fire_count, takes, produced, ctx, inner)
-                if branch is not None and branch in actor.pools:
-                    self._work(actor.pools[branch], inner)
-                self._finish_composite(actor, fire_count, ctx, inner, start)
-            finally:
-                actor.running = False
-                pool.in_flight -= 1
-                if ctx is None:
-                    self.exclusive = owner
-                self.cond.notify_all()
-            return True
-        return False
-
-    def _control_start(self, actor: Actor) -> tuple[list[tuple[Queue, list[Item]]], list[tuple[Queue, list[Item]]], str | None] | None:
-        takes: list[tuple[Queue, list[Item]]] = []
-        if actor.kind == "loop":
-            if actor.iterator is None:
-                source = actor.inputs.get("iter")
-                if source is not None and source.items:
-                    item = source.items.popleft()
-                    takes.append((source, [item]))
-                    iterable = value_of(item)
-                elif not actor.static_used and actor.obj.iterable is not None:
-                    actor.static_used = True
-                    iterable = actor.obj.iterable
-                else:
-                    return None
-                try:
-                    actor.iterator = iter(iterable)
-                except TypeError:
-                    self._fail(actor, actor.fire_count + 1, TypeError(f"loop {actor.path} got a {type(iterable).__name__}, which is not iterable"))
-                    return None
-            try:
-                value = next(actor.iterator)
-            except StopIteration:
-                actor.iterator = None
-                return takes, [(q, [(None, _NONE_ENC)]) for q in actor.outputs.get("out", [])], None
-            except Exception as exc:  # noqa: BLE001 - a failing user iterator fails the run
-                actor.iterator = None
-                self._fail(actor, actor.fire_count + 1, exc)
-                return None
-            enc = self._encode_token(actor, value)
-            shared = type(value) in _IMMUTABLE
-            return takes, [(q, [(value if i == 0 or shared else LAZY, enc)]) for i, q in enumerate(actor.outputs.get("item", []))], "body"
-        source = actor.inputs.get("cond")
-        if source is not None and source.items:
-            item = source.items.popleft()
-            takes.append((source, [item]))
-            condition = value_of(item)
-            enc = item[1]
-        elif not actor.static_used and actor.obj.condition is not None and source is None:
-            actor.static_used = True
-            condition = actor.obj.condition
-            enc = self._encode_token(actor, condition)
-        else:
-            return None
-        produced = [(q, [(condition, enc)]) for q in actor.outputs.get("out", [])]
-        return takes, produced, "then" if condition else "else"
-
-    def _encode_token(self, actor: Actor, value: Any) -> Raw:
-        try:
-            return Raw(encode(value))
-        except NotEncodable:
-            return Raw(encode({"$unencodable": f"{actor.path}:{id(value)}:{time.time_ns()}"}))
-
-    # ---- replay ---------------------------------------------------------------------------------------
-
-    def _replay_plan(self, actor: Actor, entry: Any) -> Plan | None:
-        """A recorded firing, when its recorded inputs are all there; checks them by digest."""
-        if entry.not_replayable:
-            self._stop_replay(actor, entry, f"notReplayable: {entry.not_replayable}")
-            return None
-        if entry.fire_count != actor.fire_count + 1:
-            self._stop_replay(actor, entry, f"out of order: firing {entry.fire_count} recorded, {actor.fire_count + 1} due")
-            return None
-        for q, count, _ in entry.takes:
-            if len(q.items) < count:
-                return None
-        takes: list[tuple[Queue, list[Item]]] = []
-        for q, count, recorded in entry.takes:
-            items = [q.items.popleft() for _ in range(count)]
-            takes.append((q, items))
-            actual = digest([e for _, e in items])
-            if actual != recorded:
-                give_back(takes)
-                self._stop_replay(actor, entry, "inputs differ", q, recorded, actual, items)
-                return None
-        actor.replay.popleft()
-        return Plan(None, takes, entry=entry)
-
-    def _commit_replayed(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
-        """A replayed firing puts the recorded tokens and restores the recorded state and chat."""
-        entry = plan.entry
-        if entry.state is not None:
-            for key, value in value_of((LAZY, entry.state)).items():
-                setattr(actor.obj, key, value)
-            actor.state_enc = bytes(entry.state)
-        if entry.chat is not None:
-            history = getattr(actor.obj, "chat_history", None)
-            if isinstance(history, list):
-                history.extend(value_of((LAZY, entry.chat)))
-        produced = [(q, [(LAZY, e) for e in encs]) for q, encs in entry.puts]
-        digests = [(q.index, count, recorded) for q, count, recorded in entry.takes]  # checked on taking
-        self._commit(actor, fire_count, plan.takes, produced, entry.state, entry.chat, ctx, start, True, None, digests)
-
-    def _stop_replay(
-        self,
-        actor: Actor,
-        entry: Any,
-        reason: str,
-        queue: Queue | None = None,
-        recorded: str | None = None,
-        actual: str | None = None,
-        items: list[Item] | None = None,
-    ) -> None:
-        actor.replay = None
-        record = Diverged(
-            actor=actor.path,
-            fireCount=entry.fire_count,
-            reason=reason,
-            step=self.steps + 1,
-            queue=queue.id if queue is not None else None,
-            recorded=recorded,
-            actual=actual,
-            recordedPreview=entry.preview(queue) if queue is not None else None,
-            actualPreview=_preview_items(items) if items is not None else None,
-        )
-        self.diverged.append(record)
-        self._write(record)
-
-    def _give_up_replay(self) -> bool:
-        """The run went quiet with firings left to replay: those actors carry on live."""
-        left = [a for a in self.net.actors if a.replay]
-        for actor in left:
-            entry = actor.replay[0]
-            self._stop_replay(actor, entry, f"quiescent: the run went quiet with {len(actor.replay)} firing(s) left to replay")
-        for actor in self.net.actors:
-            self._mark(actor)
-        return bool(left)
 
 
 def _state_problem(path: str, state: dict[str, Any]) -> str:
@@ -659,20 +425,6 @@ def _state_problem(path: str, state: dict[str, Any]) -> str:
         except NotEncodable as exc:
             return str(exc.with_prefix(f"{path}.{key}"))
     return f"{path}: the state cannot be saved"
-
-
-def _own(item: Item) -> Item:
-    """A fanned-out token's own copy: decoded afresh from its encoding, or deep-copied without one."""
-    value, enc = item
-    if value is LAZY or type(value) in _IMMUTABLE:
-        return item
-    return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
-
-
-def _preview_items(items: list[Item]) -> str:
-    if len(items) == 1:
-        return preview(value_of(items[0]))
-    return "[" + ", ".join(preview(value_of(i), 30) for i in items) + "]"
 
 
 def error_info(failure: Failure) -> ErrorInfo:

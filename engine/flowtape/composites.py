@@ -1,0 +1,159 @@
+"""Composite firings: a nested workflow runs its child flow; a loop fires once per item and
+once when done; an if runs one branch. Each is one step, and its inner firings say `within`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from msgspec import Raw
+
+from .firing import Plan, value_of
+from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy
+from .tape import Firing
+from .values import NotEncodable, digest, encode
+
+if TYPE_CHECKING:
+    from .scheduler import Context, Engine, Pool
+
+
+_NONE_ENC = Raw(encode(None))
+
+
+def fire_subflow(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
+    """A nested workflow: its inputs go to the child's queues, then the child runs to quiescence."""
+    actor.static_used = True
+    produced: dict[int, tuple[Queue, list[Item]]] = {}
+    for q, items in plan.takes:
+        for i, target in enumerate(actor.seeds.get(q.port, [])):
+            produced.setdefault(target.index, (target, []))[1].extend(items if i == 0 else [own_copy(item) for item in items])
+    inner = ctx or _context(actor, fire_count)
+    _commit_start(engine, actor, fire_count, plan.takes, list(produced.values()), ctx, inner)
+    engine._work(actor.pools[""], inner)
+    _finish_composite(engine, actor, fire_count, ctx, inner, start)
+
+def _commit_start(
+    engine: Engine,
+    actor: Actor,
+    fire_count: int,
+    takes: list[tuple[Queue, list[Item]]],
+    produced: list[tuple[Queue, list[Item]]],
+    ctx: Context | None,
+    inner: Context,
+) -> None:
+    """A composite's own record, written when it starts: what it took and what it handed in."""
+    covered = (actor.path, fire_count) in engine.covered
+    actor.fire_count = fire_count
+    engine.firings += 1
+    for q, items in produced:
+        q.items.extend(items)
+        if q.consumer is not None:
+            engine._mark(q.consumer)
+    engine.seq += 1
+    inner.touched.update(q for q, _ in takes)
+    inner.touched.update(q for q, _ in produced)
+    if not covered:
+        inner.any_live = True
+    engine._write(
+        Firing(
+            seq=engine.seq,
+            actor=actor.path,
+            fireCount=fire_count,
+            consumed=[(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
+            produced=[(q.index, [e for _, e in items]) for q, items in produced],
+            within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
+            replayed=covered,
+        )
+    )
+
+def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
+    if ctx is None and not engine.halted:
+        engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start, simple=False))
+
+def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
+    """Fire the first loop or if of `pool` that can fire; nothing else runs meanwhile."""
+    for actor in pool.controls:
+        started = _control_start(engine, actor)
+        if started is None:
+            continue
+        takes, produced, branch = started
+        fire_count = actor.fire_count + 1
+        start = time.perf_counter()
+        inner = ctx or _context(actor, fire_count)
+        me = threading.current_thread()
+        owner = engine.exclusive
+        if ctx is None:
+            engine.exclusive = me
+        actor.running = True
+        pool.in_flight += 1
+        try:
+            _commit_start(engine, actor, fire_count, takes, produced, ctx, inner)
+            if branch is not None and branch in actor.pools:
+                engine._work(actor.pools[branch], inner)
+            _finish_composite(engine, actor, fire_count, ctx, inner, start)
+        finally:
+            actor.running = False
+            pool.in_flight -= 1
+            if ctx is None:
+                engine.exclusive = owner
+            engine.cond.notify_all()
+        return True
+    return False
+
+def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list[Item]]], list[tuple[Queue, list[Item]]], str | None] | None:
+    takes: list[tuple[Queue, list[Item]]] = []
+    if actor.kind == "loop":
+        if actor.iterator is None:
+            source = actor.inputs.get("iter")
+            if source is not None and source.items:
+                item = source.items.popleft()
+                takes.append((source, [item]))
+                iterable = value_of(item)
+            elif not actor.static_used and actor.obj.iterable is not None:
+                actor.static_used = True
+                iterable = actor.obj.iterable
+            else:
+                return None
+            try:
+                actor.iterator = iter(iterable)
+            except TypeError:
+                engine._fail(actor, actor.fire_count + 1, TypeError(f"loop {actor.path} got a {type(iterable).__name__}, which is not iterable"))
+                return None
+        try:
+            value = next(actor.iterator)
+        except StopIteration:
+            actor.iterator = None
+            return takes, [(q, [(None, _NONE_ENC)]) for q in actor.outputs.get("out", [])], None
+        except Exception as exc:  # noqa: BLE001 - a failing user iterator fails the run
+            actor.iterator = None
+            engine._fail(actor, actor.fire_count + 1, exc)
+            return None
+        enc = _encode_token(engine, actor, value)
+        shared = type(value) in IMMUTABLE
+        return takes, [(q, [(value if i == 0 or shared else LAZY, enc)]) for i, q in enumerate(actor.outputs.get("item", []))], "body"
+    source = actor.inputs.get("cond")
+    if source is not None and source.items:
+        item = source.items.popleft()
+        takes.append((source, [item]))
+        condition = value_of(item)
+        enc = item[1]
+    elif not actor.static_used and actor.obj.condition is not None and source is None:
+        actor.static_used = True
+        condition = actor.obj.condition
+        enc = _encode_token(engine, actor, condition)
+    else:
+        return None
+    produced = [(q, [(condition, enc)]) for q in actor.outputs.get("out", [])]
+    return takes, produced, "then" if condition else "else"
+
+def _encode_token(engine: Engine, actor: Actor, value: Any) -> Raw:
+    try:
+        return Raw(encode(value))
+    except NotEncodable:
+        return Raw(encode({"$unencodable": f"{actor.path}:{id(value)}:{time.time_ns()}"}))
+
+def _context(actor: Actor, fire_count: int) -> Context:
+    from .scheduler import Context
+
+    return Context(actor, fire_count)
