@@ -1,0 +1,1 @@
+"""The Flowtape language server (`flowtape lsp`); see docs/protocol.md."""

@@ -1,0 +1,69 @@
+"""`python -m flowtape_lsp.check FLOW.py`: import a flow file and build every workflow in it, in
+a process of its own (user code never runs inside the language server). Prints one JSON object
+on stdout: `{"errors": [{"file", "line", "message"}], "workflows": [names]}`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+
+def check(path: str) -> dict[str, Any]:
+    from flowtape.errors import FlowError, FlowtapeError
+    from flowtape.loader import load_module, workflows
+
+    errors: list[dict[str, Any]] = []
+    names: list[str] = []
+    try:
+        module = load_module(path)
+    except FlowError as exc:
+        errors.append({"file": exc.file or path, "line": exc.line, "message": exc.message})
+        return {"errors": errors, "workflows": names}
+    except FlowtapeError as exc:
+        errors.append({"file": path, "line": None, "message": str(exc)})
+        return {"errors": errors, "workflows": names}
+    for name, flow in workflows(module).items():
+        names.append(name)
+        try:
+            flow.build()
+        except FlowError as exc:
+            errors.append({"file": exc.file or path, "line": exc.line, "message": exc.message, "workflow": name})
+        except Exception as exc:  # noqa: BLE001 - a builder that raises is the user's error to see
+            line = _line_in(exc, path)
+            errors.append({"file": path, "line": line or flow.site.line, "workflow": name,
+                           "message": f"building workflow {name} raised {type(exc).__name__}: {exc}"})
+    return {"errors": errors, "workflows": names}
+
+
+def _line_in(exc: BaseException, path: str) -> int | None:
+    import traceback
+
+    wanted = os.path.realpath(path)
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if os.path.realpath(frame.filename) == wanted:
+            line = frame.lineno
+    return line
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        print("usage: python -m flowtape_lsp.check FLOW.py", file=sys.stderr)
+        sys.exit(2)
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever the flow prints goes to stderr, not into our JSON
+    sys.stdout = sys.stderr
+    try:
+        result = check(sys.argv[1])
+    except BaseException as exc:  # noqa: BLE001 - even SystemExit from user code becomes a report
+        result = {"errors": [{"file": sys.argv[1], "line": None,
+                              "message": f"loading the flow raised {type(exc).__name__}: {exc}"}], "workflows": []}
+    out.write(json.dumps(result) + "\n")
+    out.flush()
+    os._exit(0)  # skip user atexit handlers and lingering non-daemon threads
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Commands (`flowtape.run`, `.resumeAtStep`, `.rerunActor`, `.stop`) and the custom requests
+(`flowtape/runs`, `flowtape/getSteps`, `flowtape/stepDetail`). Params come in raw and are
+validated by the Structs of protocol.py."""
+
+from __future__ import annotations
+
+import asyncio
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from flowtape.tape import Firing, Step
+from flowtape.values import preview_json
+from lsprotocol import types as lsp
+
+from . import protocol as P
+from .runs import Run
+from .tapeindex import AtStep, Filler, iter_lines
+from .workspace import flow_path, same_file
+
+if TYPE_CHECKING:
+    from .server import FlowtapeServer
+
+
+def _previews(tokens: list[msgspec.Raw], limit: int = 60, most: int = 20) -> list[str]:
+    shown = [preview_json(msgspec.json.decode(t), limit) for t in tokens[:most]]
+    if len(tokens) > most:
+        shown.append(f"… {len(tokens) - most} more")
+    return shown
+
+
+def describe(run: Run, at: AtStep) -> P.StepDetailResult:
+    header = run.index.header
+    assert header is not None
+    names = header.queues
+    rebuild = at.rebuild
+    taken = [P.QueueTokens(queue=names[i], tokens=_previews(tokens)) for _, took in at.firings for i, tokens in took]
+    put = [P.QueueTokens(queue=names[i], tokens=_previews(tokens)) for f, _ in at.firings for i, tokens in f.produced]
+    queues = [P.QueueState(queue=names[i], size=len(q), tokens=_previews(list(islice(q, 5)))) for i, q in enumerate(rebuild.queues)]
+    states = [
+        P.ActorState(actor=path, state=preview_json(msgspec.json.decode(raw), 200), fireCount=rebuild.fire_counts.get(path, 0))
+        for path, raw in sorted(rebuild.states.items())
+    ]
+    chat = [P.ChatEntry(actor=f.actor, chat=preview_json(msgspec.json.decode(f.chat), 300)) for f, _ in at.firings if f.chat]
+    s = at.step
+    return P.StepDetailResult(
+        runId=run.run_id, step=s.step, actor=s.actor, actorKind=s.kind, fireCount=s.fireCount, journalSeq=s.journalSeq,
+        replayed=s.replayed, taken=taken, put=put, queues=queues, states=states, chat=chat or None,
+    )
+
+
+def run_info(run: Run) -> P.RunInfo:
+    steps = run.index.steps
+    if not steps and not run.live:
+        from flowtape.rundir import read_summary
+
+        summary = read_summary(run.run_dir)
+        steps = summary.steps if summary is not None else 0
+    return P.RunInfo(
+        runId=run.run_id, workflow=run.workflow, uri=run.uri, status=run.status, steps=steps,
+        startedAt=run.started_at, runDir=str(run.run_dir), finishedAt=run.finished_at,
+        resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
+    )
+
+
+def _step_in_range(run: Run, step: int, low: int) -> None:
+    total = run.index.steps
+    if not low <= step <= total:
+        live = " so far (the run is still going)" if run.live else ""
+        raise P.not_found(f"step {step} is out of range: run {run.run_id} has steps {low} to {total}{live}")
+
+
+def last_firing_step(run: Run, actor: str) -> int | None:
+    """The top-level step holding the last firing of `actor` (a nested path like `outer/inner/leaf` too)."""
+    known = run.index.actor_last_step.get(actor)
+    if known is not None:
+        return known
+    header = run.index.header
+    if header is None:
+        return None
+    last: tuple[str, int] | None = None
+    for _, _, record in iter_lines(run.index.path, 0, 0, Filler()):
+        if isinstance(record, Firing) and record.actor == actor:
+            last = record.within if record.within is not None else (record.actor, record.fireCount)
+    if last is None:
+        return None
+    for _, _, record in iter_lines(run.index.path, 0, 0, Filler()):
+        if isinstance(record, Step) and (record.actor, record.fireCount) == tuple(last):
+            return record.step
+    return None
+
+
+def register(server: FlowtapeServer) -> None:
+    manager = server.manager
+
+    @server.command(P.CMD_RUN)
+    async def run_flow(*args: Any) -> Any:
+        params = P.command_params(args, P.RunParams)
+        path = flow_path(params.uri, server.root)
+        run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers)
+        return P.RunStartResult(runId=run.run_id, runDir=str(run.run_dir)).to_json()
+
+    @server.command(P.CMD_RESUME)
+    async def resume_at_step(*args: Any) -> Any:
+        params = P.command_params(args, P.ResumeAtStepParams)
+        source = manager.get(params.runId)
+        index = await manager.ready(source)
+        step = params.step if params.step is not None else index.steps
+        _step_in_range(source, step, 0)
+        return await _resume(source, step)
+
+    @server.command(P.CMD_RERUN_ACTOR)
+    async def rerun_actor(*args: Any) -> Any:
+        params = P.command_params(args, P.RerunActorParams)
+        source = manager.get(params.runId)
+        index = await manager.ready(source)
+        assert index.header is not None
+        if not any(a.path == params.actor for a in index.header.actors):
+            names = ", ".join(a.path for a in index.header.actors)
+            raise P.invalid(f"run {source.run_id} has no actor {params.actor!r} (its actors: {names})")
+        step = await asyncio.to_thread(last_firing_step, source, params.actor)
+        if step is None:
+            raise P.not_found(f"actor {params.actor!r} never fired in run {source.run_id}")
+        return await _resume(source, step - 1)
+
+    async def _resume(source: Run, step: int) -> Any:
+        header = source.index.header
+        assert header is not None
+        flow = flow_path(source.uri, server.root) if source.uri else None
+        if flow is None:
+            raise P.invalid(f"run {source.run_id} names no flow file")
+        run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step)
+        return P.RunStartResult(runId=run.run_id, runDir=str(run.run_dir)).to_json()
+
+    @server.command(P.CMD_STOP)
+    async def stop(*args: Any) -> Any:
+        params = P.command_params(args, P.StopParams)
+        run = manager.get(params.runId)
+        stopped = await manager.stop(run)
+        return P.StopResult(runId=run.run_id, stopped=stopped, status=run.status).to_json()
+
+    @server.feature(P.RUNS)
+    async def runs(params: Any) -> Any:
+        p = P.decode_params(params, P.RunsParams)
+        if p.uri is not None:
+            flow_path(p.uri, server.root)
+        found = [r for r in manager.runs.values() if p.uri is None or same_file(r.uri, p.uri)]
+        found.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
+        return P.RunsResult(runs=[run_info(r) for r in found]).to_json()
+
+    @server.feature(P.GET_STEPS)
+    async def get_steps(params: Any) -> Any:
+        p = P.decode_params(params, P.GetStepsParams)
+        run = manager.get(p.runId)
+        index = await manager.ready(run)
+        if p.from_ > index.steps + 1:
+            raise P.not_found(f"step {p.from_} is out of range: run {run.run_id} has steps 1 to {index.steps}")
+        steps = await asyncio.to_thread(index.read_steps, p.from_, p.limit)
+        return P.GetStepsResult(
+            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=index.steps, live=run.live,
+        ).to_json()
+
+    @server.feature(P.STEP_DETAIL)
+    async def step_detail(params: Any) -> Any:
+        p = P.decode_params(params, P.StepDetailParams)
+        run = manager.get(p.runId)
+        await manager.ready(run)
+        _step_in_range(run, p.step, 1)
+        at = await asyncio.to_thread(run.index.at_step, p.step)
+        return describe(run, at).to_json()
+
+    @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    async def cancel_progress(params: lsp.WorkDoneProgressCancelParams) -> None:
+        run = manager.run_for_token(params.token)
+        if run is not None and not run.finished:
+            await manager.stop(run)

@@ -1,0 +1,194 @@
+"""Diagnostics (source `flowtape`): flows that cannot load (checked in a child process on open and
+save), failed runs, and replays that diverged. A flow's run diagnostics are replaced by those of
+its next finished run, so they clear when that run is clean."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flowtape.tape import Header
+from lsprotocol import types as lsp
+
+from .runs import Run
+from .workspace import find_actor, path_to_uri, uri_to_path
+
+if TYPE_CHECKING:
+    from .server import FlowtapeServer
+
+SOURCE = "flowtape"
+CHECK_TIMEOUT = 20.0
+
+
+def _range(line: int | None, text_line: str | None = None) -> lsp.Range:
+    line0 = max((line or 1) - 1, 0)
+    end = len(text_line) if text_line is not None else 0
+    if text_line is not None:
+        start = len(text_line) - len(text_line.lstrip())
+        return lsp.Range(lsp.Position(line0, start), lsp.Position(line0, max(end, start)))
+    return lsp.Range(lsp.Position(line0, 0), lsp.Position(line0 + 1, 0))
+
+
+class Diagnostics:
+    def __init__(self, server: FlowtapeServer) -> None:
+        self.server = server
+        self.load: dict[str, list[lsp.Diagnostic]] = {}  # flow uri -> its load errors
+        self.runs: dict[str, dict[str, list[lsp.Diagnostic]]] = {}  # flow uri -> target uri -> diagnostics
+        self._checks: dict[str, asyncio.Task[None]] = {}
+        self.published: set[str] = set()
+
+    # ---- publishing --------------------------------------------------------------------------------
+
+    def _collect(self, uri: str) -> list[lsp.Diagnostic]:
+        found = list(self.load.get(uri, []))
+        for targets in self.runs.values():
+            found.extend(targets.get(uri, []))
+        return found
+
+    def publish(self, uris: set[str]) -> None:
+        for uri in sorted(uris):
+            diagnostics = self._collect(uri)
+            if not diagnostics and uri not in self.published:
+                continue
+            if diagnostics:
+                self.published.add(uri)
+            else:
+                self.published.discard(uri)
+            self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+
+    def _line_text(self, uri: str, line: int | None) -> str | None:
+        if not line:
+            return None
+        try:
+            doc = self.server.workspace.get_text_document(uri)
+            lines = doc.lines
+        except Exception:  # noqa: BLE001 - not open: read it from disk
+            path = uri_to_path(uri)
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path else []
+            except OSError:
+                lines = []
+        return lines[line - 1].rstrip("\r\n") if 0 < line <= len(lines) else None
+
+    # ---- run diagnostics ---------------------------------------------------------------------------
+
+    def on_run_finished(self, run: Run) -> None:
+        if not run.uri:
+            return
+        header = run.index.header
+        targets: dict[str, list[lsp.Diagnostic]] = {}
+        end = run.index.end
+        if header is not None:
+            diverged = end.replayStopped if end is not None and end.replayStopped else run.index.diverged
+            for d in diverged:
+                uri, line = self._actor_site(header, d.actor, run.uri)
+                parts = [f"replay diverged: {d.actor} firing {d.fireCount} (step {d.step}): {d.reason}"]
+                if d.queue:
+                    parts.append(f"queue {d.queue}")
+                if d.recordedPreview is not None or d.actualPreview is not None:
+                    parts.append(f"recorded {d.recordedPreview or '?'}, now {d.actualPreview or '?'}")
+                targets.setdefault(uri, []).append(lsp.Diagnostic(
+                    range=_range(line, self._line_text(uri, line)), message="; ".join(parts),
+                    severity=lsp.DiagnosticSeverity.Warning, source=SOURCE, code="replay-diverged",
+                    data={"runId": run.run_id, "actor": d.actor, "step": d.step},
+                ))
+        if end is not None and end.status == "failed" and end.error is not None:
+            info = end.error
+            uri, line = run.uri, info.line
+            if info.file and info.line:
+                uri = path_to_uri(info.file)
+            elif info.actor and header is not None:
+                uri, line = self._actor_site(header, info.actor, run.uri)
+            related = []
+            if info.raisedFile and info.raisedLine:
+                related.append(lsp.DiagnosticRelatedInformation(
+                    location=lsp.Location(uri=path_to_uri(info.raisedFile), range=_range(info.raisedLine)),
+                    message="raised here",
+                ))
+            who = f"{info.actor} firing {info.fireCount}: " if info.actor else ""
+            targets.setdefault(uri, []).append(lsp.Diagnostic(
+                range=_range(line, self._line_text(uri, line)), message=f"run {run.run_id} failed: {who}{info.message}",
+                severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="run-failed",
+                related_information=related or None, data={"runId": run.run_id, "actor": info.actor},
+            ))
+        old = set(self.runs.get(run.uri, {}))
+        self.runs[run.uri] = targets
+        self.publish(old | set(targets))
+
+    def _actor_site(self, header: Header, path: str, fallback: str) -> tuple[str, int | None]:
+        actor = find_actor(header, path)
+        if actor is None or not actor.file or actor.file.startswith("<"):
+            return fallback, None
+        return path_to_uri(actor.file), actor.line
+
+    # ---- load errors ---------------------------------------------------------------------------------
+
+    def schedule_check(self, uri: str) -> None:
+        path = uri_to_path(uri)
+        if path is None or path.suffix != ".py" or not path.is_file():
+            return
+        previous = self._checks.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        task = asyncio.ensure_future(self._check(uri, path))
+        self._checks[uri] = task
+        task.add_done_callback(lambda t: self._checks.pop(uri, None) if self._checks.get(uri) is t else None)
+
+    async def _check(self, uri: str, path: Path) -> None:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        if "flowtape" not in text:
+            return  # not a flow file: nothing to import
+        result = await self._run_checker(path)
+        if result is None:
+            return
+        diagnostics: list[lsp.Diagnostic] = []
+        for error in result.get("errors", []):
+            file = str(error.get("file") or path)
+            line = error.get("line") if isinstance(error.get("line"), int) else None
+            target = path_to_uri(file) if not file.startswith("<") else uri
+            diag = lsp.Diagnostic(
+                range=_range(line, self._line_text(target, line)), message=str(error.get("message", "")),
+                severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="flow-error",
+            )
+            if target == uri:
+                diagnostics.append(diag)
+            else:  # the error is in a module the flow imports: show it at the top of the flow
+                diagnostics.append(lsp.Diagnostic(
+                    range=_range(1), message=f"{file}:{line or '?'}: {diag.message}",
+                    severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="flow-error",
+                ))
+        self.load[uri] = diagnostics
+        self.publish({uri})
+
+    async def _run_checker(self, path: Path) -> dict[str, Any] | None:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "flowtape_lsp.check", str(path), cwd=str(path.parent),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"), start_new_session=True,
+            )
+        except OSError:
+            return None
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), CHECK_TIMEOUT)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, 9)
+            with contextlib.suppress(Exception):
+                await proc.wait()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return None
+        try:
+            data = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return None
+        return data if isinstance(data, dict) else None

@@ -1,0 +1,172 @@
+"""What the flow's actors were at the selected step (`flowtape/selectStep`): a hover on the line
+that creates an actor shows its fire count and state; inlay hints at the end of those lines show
+a short preview. Without a selection, the flow's latest run at its last step is shown."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from flowtape.tape import ActorInfo
+from flowtape.values import preview_json
+from lsprotocol import types as lsp
+
+from . import protocol as P
+from .runs import Run
+from .workspace import uri_to_path
+
+if TYPE_CHECKING:
+    from .server import FlowtapeServer
+
+HINT_STATE = 40
+
+
+@dataclass
+class ActorView:
+    actor: ActorInfo
+    fire_count: int
+    state: str | None  # full-ish preview
+
+
+@dataclass
+class View:
+    run_id: str
+    step: int
+    total: int
+    actors: list[ActorView]
+
+
+def _view(run: Run, step: int) -> View:
+    """The actors' fire counts and states right after `step` (0: before anything fired)."""
+    index = run.index
+    header = index.header
+    assert header is not None
+    if step == 0:
+        counts: dict[str, int] = {}
+        states: dict[str, msgspec.Raw] = {}
+    elif step == index.steps and index.rebuild is not None:
+        with index.lock:
+            counts = dict(index.rebuild.fire_counts)
+            states = dict(index.rebuild.states)
+    else:
+        at = index.at_step(step)
+        counts, states = at.rebuild.fire_counts, at.rebuild.states
+    actors = []
+    for actor in header.actors:
+        raw = states.get(actor.path)
+        state = preview_json(msgspec.json.decode(raw), 300) if raw else None
+        actors.append(ActorView(actor, counts.get(actor.path, 0), state))
+    return View(run.run_id, step, index.steps, actors)
+
+
+class Inspector:
+    def __init__(self, server: FlowtapeServer) -> None:
+        self.server = server
+        self.selected: dict[str, tuple[str, int]] = {}  # flow uri -> (run id, step)
+        self._views: dict[str, View] = {}  # flow uri -> view of the selection
+
+    async def select(self, run: Run, step: int) -> None:
+        view = await asyncio.to_thread(_view, run, step)
+        self.selected[run.uri] = (run.run_id, step)
+        self._views[run.uri] = view
+        self.server.refresh_views()
+
+    async def view_for(self, uri: str) -> tuple[View, Path] | None:
+        """The view of the actors created in file `uri`: the selection of a flow that has actors there,
+        else the latest finished run of such a flow."""
+        path = uri_to_path(uri)
+        if path is None:
+            return None
+        for flow_uri, view in self._views.items():
+            if any(Path(a.actor.file).resolve() == path for a in view.actors if a.actor.file):
+                return view, path
+            if uri_to_path(flow_uri) == path:
+                return view, path
+        candidates = [r for r in self.server.manager.runs.values() if r.uri and uri_to_path(r.uri) == path]
+        if not candidates:
+            return None
+        latest = max(candidates, key=lambda r: (r.started_at, r.run_id))
+        try:
+            index = await self.server.manager.ready(latest)
+        except Exception:  # noqa: BLE001 - a run without a tape: nothing to show
+            return None
+        return await asyncio.to_thread(_view, latest, index.steps), path
+
+
+def _on_line(view: View, path: Path, line0: int) -> list[ActorView]:
+    return [a for a in view.actors if a.actor.line - 1 == line0 and a.actor.file and Path(a.actor.file).resolve() == path]
+
+
+def register(server: FlowtapeServer) -> None:
+    inspector = Inspector(server)
+    server.inspector = inspector  # type: ignore[attr-defined]
+
+    @server.feature(P.SELECT_STEP)
+    async def select_step(params: Any) -> None:
+        try:
+            p = P.decode_params(params, P.SelectStepParams)
+            run = server.manager.get(p.runId)
+            index = await server.manager.ready(run)
+            if p.step > index.steps:
+                raise P.not_found(f"step {p.step} is out of range: run {run.run_id} has steps 0 to {index.steps}")
+            await inspector.select(run, p.step)
+        except Exception as exc:  # noqa: BLE001 - a notification has no response: tell the user instead
+            message = getattr(exc, "message", None) or str(exc)
+            server.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"flowtape/selectStep: {message}"))
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    async def hover(params: lsp.HoverParams) -> lsp.Hover | None:
+        found = await inspector.view_for(params.text_document.uri)
+        if found is None:
+            return None
+        view, path = found
+        actors = _on_line(view, path, params.position.line)
+        if not actors:
+            return None
+        parts = [f"**Flowtape** · run `{view.run_id}` · step {view.step} of {view.total}", ""]
+        for a in actors:
+            info = a.actor
+            fired = f"fired {a.fire_count} time{'s' if a.fire_count != 1 else ''}"
+            parts.append(f"- `{info.path}` ({info.cls}, {info.kind}): {fired}")
+            if a.state is not None:
+                parts.append(f"  state: `{a.state}`")
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n".join(parts)))
+
+    @server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
+    async def inlay_hints(params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
+        found = await inspector.view_for(params.text_document.uri)
+        if found is None:
+            return []
+        view, path = found
+        try:
+            lines = server.workspace.get_text_document(params.text_document.uri).lines
+        except Exception:  # noqa: BLE001
+            return []
+        by_line: dict[int, list[ActorView]] = {}
+        for a in view.actors:
+            if a.actor.file and Path(a.actor.file).resolve() == path:
+                by_line.setdefault(a.actor.line - 1, []).append(a)
+        hints: list[lsp.InlayHint] = []
+        first, last = params.range.start.line, params.range.end.line
+        for line0, actors in sorted(by_line.items()):
+            if not first <= line0 <= last or line0 >= len(lines):
+                continue
+            text = lines[line0].rstrip("\r\n")
+            labels = []
+            for a in actors:
+                label = f"{a.actor.path if len(actors) > 1 else ''}{' ' if len(actors) > 1 else ''}×{a.fire_count}"
+                if a.state is not None:
+                    state = a.state if len(a.state) <= HINT_STATE else a.state[: HINT_STATE - 1] + "…"
+                    label += f" {state}"
+                labels.append(label)
+            tooltip = f"run {view.run_id} at step {view.step}: " + "; ".join(
+                f"{a.actor.path} fired {a.fire_count}" + (f", state {a.state}" if a.state else "") for a in actors
+            )
+            hints.append(lsp.InlayHint(
+                position=lsp.Position(line0, len(text.encode("utf-16-le")) // 2), label=" · ".join(labels),
+                padding_left=True, tooltip=tooltip,
+            ))
+        return hints

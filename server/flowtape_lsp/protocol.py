@@ -1,0 +1,278 @@
+"""Every custom message of the Flowtape language server, defined once (see docs/protocol.md).
+
+Params arrive as raw JSON values and are validated here with `decode_params`, so a bad request
+gets a JSON-RPC error that says what is wrong instead of no answer at all."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+
+# ---- method and command names ------------------------------------------------------------------
+
+RUN_STARTED = "flowtape/runStarted"
+STEPS = "flowtape/steps"
+RUN_FINISHED = "flowtape/runFinished"
+RUNS = "flowtape/runs"
+GET_STEPS = "flowtape/getSteps"
+STEP_DETAIL = "flowtape/stepDetail"
+SELECT_STEP = "flowtape/selectStep"
+
+CMD_RUN = "flowtape.run"
+CMD_RESUME = "flowtape.resumeAtStep"
+CMD_RERUN_ACTOR = "flowtape.rerunActor"
+CMD_STOP = "flowtape.stop"
+COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP)
+# A client-side command (the editor client's runs view); the "Runs (n)" lens points at it.
+CLIENT_SHOW_RUNS = "flowtape.view.refresh"
+
+
+# ---- errors ---------------------------------------------------------------------------------------
+
+
+class RunNotFound(JsonRpcException):
+    """-32001: an unknown run id, or a step that the run does not have."""
+
+    CODE = -32001
+    MESSAGE = "Not found"
+
+
+def invalid(message: str) -> JsonRpcInvalidParams:
+    return JsonRpcInvalidParams(message=message)
+
+
+def not_found(message: str) -> RunNotFound:
+    return RunNotFound(message=message)
+
+
+# ---- params (client -> server) --------------------------------------------------------------------
+
+Step = Annotated[int, msgspec.Meta(ge=0)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+Name = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class Params(msgspec.Struct, kw_only=True):
+    """Base of every params object."""
+
+
+class RunParams(Params):
+    uri: Name
+    workflow: Name | None = None
+    inputs: dict[str, Any] | None = None
+    maxWorkers: PositiveInt | None = None
+
+
+class ResumeAtStepParams(Params):
+    runId: Name
+    step: Step | None = None  # None: the run's last step
+
+
+class RerunActorParams(Params):
+    runId: Name
+    actor: Name
+
+
+class StopParams(Params):
+    runId: Name
+
+
+class RunsParams(Params):
+    uri: Name | None = None
+
+
+class GetStepsParams(Params, rename={"from_": "from"}):
+    runId: Name
+    from_: PositiveInt = 1
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 500
+
+
+class StepDetailParams(Params):
+    runId: Name
+    step: PositiveInt
+
+
+class SelectStepParams(Params):
+    runId: Name
+    step: Step
+
+
+P = TypeVar("P", bound=Params)
+
+
+def decode_params(raw: Any, kind: type[P]) -> P:
+    """Validate raw JSON params into `kind`; a clear InvalidParams error otherwise."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise invalid(f"params must be an object with {_fields(kind)}, not {type(raw).__name__}")
+    try:
+        return msgspec.convert(raw, kind, strict=True)
+    except msgspec.ValidationError as exc:
+        raise invalid(f"bad params: {exc} (expected {_fields(kind)})") from None
+
+
+def command_params(args: tuple[Any, ...], kind: type[P]) -> P:
+    """A command's params: `arguments` is a one-element list holding the params object."""
+    if len(args) != 1:
+        raise invalid(f"this command takes one argument, the params object {_fields(kind)}; got {len(args)}")
+    return decode_params(args[0], kind)
+
+
+def _fields(kind: type[Params]) -> str:
+    names = []
+    for field in msgspec.structs.fields(kind):
+        optional = field.default is not msgspec.NODEFAULT or field.default_factory is not msgspec.NODEFAULT
+        names.append(field.encode_name + ("?" if optional else ""))
+    return "{" + ", ".join(names) + "}"
+
+
+# ---- results and notifications (server -> client) -------------------------------------------------
+
+
+class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base of every message the server sends; `to_json` makes it what pygls can write."""
+
+    def to_json(self) -> Any:
+        return msgspec.to_builtins(self)
+
+
+class Position(Message):
+    line: int
+    character: int
+
+
+class Range(Message):
+    start: Position
+    end: Position
+
+
+class RunStartResult(Message):
+    runId: str
+    runDir: str
+
+
+class StopResult(Message):
+    runId: str
+    stopped: bool
+    status: str
+
+
+class StepInfo(Message):
+    step: int
+    actor: str
+    actorKind: str
+    fireCount: int
+    journalSeq: int
+    replayed: bool
+    uri: str
+    range: Range
+    durationMs: float
+    diverged: bool = False
+
+
+class Divergence(Message):
+    actor: str
+    fireCount: int
+    reason: str
+    step: int
+    queue: str | None = None
+    recorded: str | None = None
+    actual: str | None = None
+    recordedPreview: str | None = None
+    actualPreview: str | None = None
+
+
+class RunStarted(Message):
+    runId: str
+    uri: str
+    workflow: str
+    runDir: str
+    resumedFrom: str | None = None
+    resumedAtStep: int | None = None
+
+
+class Steps(Message):
+    runId: str
+    steps: list[StepInfo]
+
+
+class ErrorDetail(Message):
+    message: str
+    actor: str | None = None
+    fireCount: int | None = None
+    uri: str | None = None
+    line: int | None = None  # 0-based, like LSP
+
+
+class RunFinished(Message):
+    runId: str
+    status: str  # succeeded | failed | stopped
+    outputs: Any
+    steps: int
+    error: str | None = None
+    errorDetail: ErrorDetail | None = None
+    replayStopped: list[Divergence] | None = None
+
+
+class RunInfo(Message):
+    runId: str
+    workflow: str
+    uri: str
+    status: str
+    steps: int
+    startedAt: str
+    runDir: str
+    finishedAt: str | None = None
+    resumedFrom: str | None = None
+    resumedAtStep: int | None = None
+
+
+class RunsResult(Message):
+    runs: list[RunInfo]
+
+
+class GetStepsResult(Message):
+    runId: str
+    steps: list[StepInfo]
+    total: int
+    live: bool
+
+
+class QueueTokens(Message):
+    queue: str
+    tokens: list[str]
+
+
+class QueueState(Message):
+    queue: str
+    size: int
+    tokens: list[str]
+
+
+class ActorState(Message):
+    actor: str
+    state: str
+    fireCount: int = 0
+
+
+class ChatEntry(Message):
+    actor: str
+    chat: str
+
+
+class StepDetailResult(Message):
+    runId: str
+    step: int
+    actor: str
+    actorKind: str
+    fireCount: int
+    journalSeq: int
+    replayed: bool
+    taken: list[QueueTokens]
+    put: list[QueueTokens]
+    queues: list[QueueState]
+    states: list[ActorState]
+    chat: list[ChatEntry] | None = None

@@ -1,0 +1,515 @@
+"""The run registry: flows run in child processes, tapes followed as they are written (ours and
+those of runs started from a terminal), steps batched to the client, work-done progress, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from flowtape.rundir import TAPE, new_run_id, read_summary, valid_run_id, write_summary
+from flowtape.tape import Diverged, Step
+from lsprotocol import types as lsp
+
+from . import protocol as P
+from .tapeindex import TapeIndex
+from .workspace import Locator, path_to_uri
+
+if TYPE_CHECKING:
+    from .server import FlowtapeServer
+
+TICK = 0.02  # how often a live tape is polled
+FLUSH_AGE = 0.05  # a batch of steps waits at most this long
+FLUSH_SIZE = 500  # ... or is sent once this many steps are pending
+DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
+PROGRESS_EVERY = 0.1
+STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before SIGKILL
+STDERR_KEEP = 16 << 10
+
+
+@dataclass(eq=False)
+class Run:
+    run_id: str
+    run_dir: Path
+    index: TapeIndex
+    uri: str = ""  # the flow file
+    workflow: str = ""
+    owned: bool = False  # started by this server
+    live: bool = False  # being streamed
+    proc: asyncio.subprocess.Process | None = None
+    pid: int | None = None  # an external run's process, from run.json
+    status: str = "running"
+    started_at: str = ""
+    finished_at: str | None = None
+    resumed_from: str | None = None
+    resumed_at: int | None = None
+    announced: bool = False
+    finished: bool = False
+    stopping: bool = False
+    stderr: bytes = b""
+    error: str | None = None
+    progress_token: str | None = None
+    progress_begun: bool = False
+    progress_ended: bool = False
+    progress_at: float = 0.0
+    pid_checked: float = 0.0
+    gone_since: float = 0.0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class RunManager:
+    def __init__(self, server: FlowtapeServer) -> None:
+        self.server = server
+        self.runs: dict[str, Run] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.locator = Locator()
+        self.listeners: list[Callable[[Run], None]] = []  # called when a run finishes
+        self._poller: asyncio.Task[None] | None = None
+
+    # ---- places ---------------------------------------------------------------------------------
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.server.root / ".flowtape" / "runs"
+
+    def run_dir_of(self, run_id: str) -> Path:
+        """The directory of run `run_id`, refusing ids that would escape the runs directory."""
+        base = self.runs_dir.resolve()
+        target = (base / run_id).resolve()
+        if not valid_run_id(run_id) or target.parent != base:
+            raise P.invalid(f"bad run id {run_id!r}: it escapes the runs directory {base}")
+        return target
+
+    def get(self, run_id: str) -> Run:
+        """A known run (discovering it on disk if need be), or a -32001 error."""
+        run_dir = self.run_dir_of(run_id)
+        run = self.runs.get(run_id)
+        if run is None and (run_dir / TAPE).is_file():
+            run = self._register(run_id, run_dir, live=False)
+        if run is None:
+            raise P.not_found(f"unknown run {run_id!r}: no such run in {self.runs_dir}")
+        return run
+
+    async def ready(self, run: Run) -> TapeIndex:
+        """The run's index, read up to what is on disk now."""
+        if not run.live:
+            await asyncio.to_thread(run.index.ingest_all)
+        if run.index.header is None:
+            raise P.not_found(f"run {run.run_id} has no tape header (it failed before it started: {run.error or 'no tape'})")
+        return run.index
+
+    def _register(self, run_id: str, run_dir: Path, live: bool) -> Run:
+        run = Run(run_id, run_dir, TapeIndex(run_dir), live=live)
+        summary = read_summary(run_dir)
+        if summary is not None:
+            run.status = summary.status
+            run.workflow = summary.workflow
+            run.uri = path_to_uri(summary.flowFile) if summary.flowFile else ""
+            run.started_at = summary.startedAt
+            run.finished_at = summary.finishedAt
+            run.resumed_from = summary.resumedFrom
+            run.resumed_at = summary.resumedAtStep
+            run.pid = summary.pid
+            run.finished = summary.status != "running"
+        self.runs[run_id] = run
+        return run
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # ---- discovering runs -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register the runs already on disk, follow those still going, then watch for new ones."""
+        if self._poller is not None:
+            return
+        for run_id, run_dir in self._dirs():
+            run = self._register(run_id, run_dir, live=False)
+            if run.status == "running" and _alive(run.pid):
+                run.live = True
+                self._spawn(self._follow(run))
+            elif run.status == "running":  # its process died while nobody watched
+                run.status, run.finished = "failed", True
+                run.error = "the run's process is gone and its tape has no end record"
+        self._poller = asyncio.ensure_future(self._poll_dir())
+
+    def _dirs(self) -> list[tuple[str, Path]]:
+        try:
+            with os.scandir(self.runs_dir) as entries:
+                return [(e.name, Path(e.path)) for e in entries if e.is_dir() and valid_run_id(e.name)]
+        except OSError:
+            return []
+
+    async def _poll_dir(self) -> None:
+        while True:
+            await asyncio.sleep(DIR_POLL)
+            try:
+                for run_id, run_dir in self._dirs():
+                    if run_id not in self.runs:
+                        run = self._register(run_id, run_dir, live=True)
+                        run.finished = False
+                        self._spawn(self._follow(run))
+            except Exception:  # noqa: BLE001 - the poller must outlive any odd directory
+                self.server.log_error("scanning the runs directory failed")
+
+    # ---- starting runs ------------------------------------------------------------------------------
+
+    async def launch(
+        self, flow: Path, *, workflow: str | None = None, inputs: dict[str, Any] | None = None,
+        max_workers: int | None = None, resume_from: Run | None = None, at_step: int | None = None,
+    ) -> Run:
+        """Start `flowtape run` in a child process; returns at once, the run streams on its own."""
+        run_id = new_run_id()
+        run_dir = self.runs_dir / run_id
+        run = Run(run_id, run_dir, TapeIndex(run_dir), uri=path_to_uri(str(flow)), workflow=workflow or "",
+                  owned=True, live=True, started_at=_now())
+        if resume_from is not None:
+            run.resumed_from, run.resumed_at = resume_from.run_id, at_step
+        self.runs[run_id] = run
+        args = [sys.executable, "-m", "flowtape", "run", str(flow), "--json", "--run-id", run_id,
+                "--runs-dir", str(self.runs_dir)]
+        if workflow:
+            args += ["--workflow", workflow]
+        for port, value in (inputs or {}).items():
+            args += ["--input", f"{port}={msgspec.json.encode(value).decode()}"]
+        if max_workers is not None:
+            args += ["--max-workers", str(max_workers)]
+        if resume_from is not None:
+            args += ["--resume-from", str(resume_from.run_dir)]
+            if at_step is not None:
+                args += ["--at-step", str(at_step)]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            run.proc = await asyncio.create_subprocess_exec(
+                *args, cwd=str(flow.parent), env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            )
+        except OSError as exc:
+            del self.runs[run_id]
+            raise P.invalid(f"cannot start the flow: {exc}") from None
+        self._spawn(self._read_stderr(run))
+        self._spawn(self._follow(run))
+        self._spawn(self._progress(run))
+        return run
+
+    async def _read_stderr(self, run: Run) -> None:
+        assert run.proc is not None and run.proc.stderr is not None
+        while chunk := await run.proc.stderr.read(8192):
+            run.stderr = (run.stderr + chunk)[-STDERR_KEEP:]
+
+    # ---- following a run ------------------------------------------------------------------------------
+
+    async def _follow(self, run: Run) -> None:
+        try:
+            await self._stream(run)
+        except Exception as exc:  # noqa: BLE001 - one broken run must not take the others down
+            self.server.log_error(f"following run {run.run_id} failed: {exc!r}")
+            if not run.finished:
+                run.error = run.error or f"the server stopped following the run: {exc}"
+                await self._finish(run, "failed")
+
+    async def _stream(self, run: Run) -> None:
+        index = run.index
+        pending: list[Step] = []
+        last_flush = time.monotonic()
+        exit_seen = False
+        while True:
+            before = index.offset
+            new = await asyncio.to_thread(index.ingest)
+            progressed = index.offset != before
+            if index.header is not None and not run.announced:
+                self._announce(run)
+            pending.extend(new)
+            now = time.monotonic()
+            while len(pending) >= FLUSH_SIZE:
+                self._send_steps(run, pending[:FLUSH_SIZE])
+                del pending[:FLUSH_SIZE]
+                last_flush = now
+            if pending and (now - last_flush >= FLUSH_AGE or index.finished):
+                self._send_steps(run, pending)
+                pending = []
+                last_flush = now
+            if new:
+                self._report_progress(run)
+            if index.finished:
+                break
+            if progressed:
+                await asyncio.sleep(0)
+                continue
+            if exit_seen:  # the process is gone and its tape is read to the end: it has no end record
+                await self._close_dead_tape(run)
+                pending.extend(await asyncio.to_thread(index.ingest))
+                for i in range(0, len(pending), FLUSH_SIZE):
+                    self._send_steps(run, pending[i : i + FLUSH_SIZE])
+                break
+            if await self._process_gone(run, now):
+                exit_seen = True  # read once more: what it wrote last may not be read yet
+                continue
+            await asyncio.sleep(TICK)
+        if run.announced or run.owned:
+            if not run.announced:
+                self._announce(run)
+            end = index.end
+            await self._finish(run, end.status if end is not None else ("stopped" if run.stopping else "failed"))
+
+    async def _process_gone(self, run: Run, now: float) -> bool:
+        if run.proc is not None:
+            if run.proc.returncode is None:
+                return False
+            await run.proc.wait()
+            await asyncio.sleep(0.05)  # let the stderr reader take the last bytes
+            return True
+        if now - run.pid_checked < 0.5:
+            return False
+        run.pid_checked = now
+        summary = read_summary(run.run_dir)
+        if summary is not None and summary.pid is not None:
+            run.pid = summary.pid
+        if run.pid is not None:
+            return not _alive(run.pid)
+        # no pid known: gone once run.json says it finished and the tape still has no end a while later
+        if summary is not None and summary.status != "running":
+            run.gone_since = run.gone_since or now
+            return now - run.gone_since > 1.0
+        return False
+
+    async def _close_dead_tape(self, run: Run) -> None:
+        """The process died without an end record: seal the tape `stopped` or `failed`."""
+        code = run.proc.returncode if run.proc is not None else None
+        status = "stopped" if run.stopping else "failed"
+        detail = _stderr_line(run.stderr)
+        if run.stopping:
+            message = None
+        elif code is not None:
+            message = f"the flow process exited with code {code} before the run finished" + (f": {detail}" if detail else "")
+        else:
+            message = "the flow process is gone and its tape has no end record"
+        run.error = message if status == "failed" else None
+        if run.index.header is None:
+            run.error = detail or message or "the run did not start"
+            return
+        sealed = await asyncio.to_thread(run.index.seal_end, status, message)
+        summary = read_summary(run.run_dir)
+        if sealed and summary is not None and summary.status == "running":
+            end = run.index.end
+            assert end is not None
+            summary.status, summary.finishedAt, summary.pid = status, end.finishedAt, None
+            summary.steps, summary.firings, summary.error = end.steps, end.firings, end.error
+            with contextlib.suppress(OSError):
+                write_summary(run.run_dir, summary)
+
+    def step_info(self, run: Run, step: Step) -> P.StepInfo:
+        header = run.index.header
+        assert header is not None
+        uri, rng = self.locator.actor_range(header, step.actor)
+        return P.StepInfo(
+            step=step.step, actor=step.actor, actorKind=step.kind, fireCount=step.fireCount,
+            journalSeq=step.journalSeq, replayed=step.replayed, uri=uri, range=rng, durationMs=step.dur / 1000.0,
+            diverged=step.step in run.index.diverged_steps,
+        )
+
+    def _announce(self, run: Run) -> None:
+        run.announced = True
+        header = run.index.header
+        if header is not None:
+            run.workflow = header.workflow
+            run.uri = path_to_uri(header.flowFile) if header.flowFile else run.uri
+            run.started_at = header.startedAt
+            run.resumed_from, run.resumed_at = header.resumedFrom, header.resumedAtStep
+            if run.proc is None and run.progress_token is None:
+                self._spawn(self._progress(run))
+        self.server.send(P.RUN_STARTED, P.RunStarted(
+            runId=run.run_id, uri=run.uri, workflow=run.workflow, runDir=str(run.run_dir),
+            resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
+        ))
+
+    def _send_steps(self, run: Run, steps: list[Step]) -> None:
+        if steps:
+            self.server.send(P.STEPS, P.Steps(runId=run.run_id, steps=[self.step_info(run, s) for s in steps]))
+
+    async def _finish(self, run: Run, status: str) -> None:
+        run.finished = True
+        run.live = False
+        run.status = status
+        end = run.index.end
+        run.finished_at = end.finishedAt if end is not None else _now()
+        error: str | None = None
+        detail: P.ErrorDetail | None = None
+        if end is not None and end.error is not None:
+            info = end.error
+            error = info.message
+            line = info.line
+            file = info.file
+            header = run.index.header
+            if (file is None or line is None) and info.actor and header is not None:
+                actor = next((a for a in header.actors if a.path == info.actor), None)
+                if actor is not None:
+                    file, line = actor.file, actor.line
+            detail = P.ErrorDetail(
+                message=info.message, actor=info.actor, fireCount=info.fireCount,
+                uri=path_to_uri(file) if file else None, line=line - 1 if line else None,
+            )
+        elif status == "failed":
+            error = run.error or _stderr_line(run.stderr) or "the run failed"
+            detail = P.ErrorDetail(message=error)
+        outputs = msgspec.json.decode(end.outputs) if end is not None and end.outputs else {}
+        diverged = [divergence(d) for d in (end.replayStopped if end else run.index.diverged)]
+        self.server.send(P.RUN_FINISHED, P.RunFinished(
+            runId=run.run_id, status=status, outputs=outputs, steps=run.index.steps, error=error,
+            errorDetail=detail, replayStopped=diverged or None,
+        ))
+        self._end_progress(run)
+        run.done.set()
+        for listener in self.listeners:
+            try:
+                listener(run)
+            except Exception:  # noqa: BLE001
+                self.server.log_error(f"a run listener failed for {run.run_id}")
+
+    # ---- work-done progress ---------------------------------------------------------------------------
+
+    async def _progress(self, run: Run) -> None:
+        if not self.server.supports_progress():
+            return
+        token = f"flowtape-run-{run.run_id}"
+        run.progress_token = token
+        try:
+            await asyncio.wait_for(self.server.work_done_progress.create_async(token), 5.0)
+        except Exception:  # noqa: BLE001 - a client that refuses or never answers: no progress bar
+            run.progress_token = None
+            return
+        self.server.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
+            title=f"Flowtape: {run.workflow or Path(run.uri).name or run.run_id}", cancellable=True,
+            message=self._progress_message(run), percentage=None,
+        ))
+        run.progress_begun = True
+        if run.finished:
+            self._end_progress(run)
+
+    def _progress_message(self, run: Run) -> str:
+        index = run.index
+        last = index.last_step
+        if last is None:
+            return "starting…"
+        return f"{index.steps} steps · {last.actor}" + (" (replayed)" if last.replayed else "")
+
+    def _report_progress(self, run: Run) -> None:
+        if run.progress_token is None or not run.progress_begun or run.progress_ended:
+            return
+        now = time.monotonic()
+        if now - run.progress_at < PROGRESS_EVERY:
+            return
+        run.progress_at = now
+        self.server.work_done_progress.report(run.progress_token, lsp.WorkDoneProgressReport(
+            message=self._progress_message(run), cancellable=True,
+        ))
+
+    def _end_progress(self, run: Run) -> None:
+        if run.progress_token is None or not run.progress_begun or run.progress_ended:
+            return
+        run.progress_ended = True
+        self.server.work_done_progress.end(run.progress_token, lsp.WorkDoneProgressEnd(
+            message=f"{run.status} · {run.index.steps} steps",
+        ))
+
+    def run_for_token(self, token: Any) -> Run | None:
+        return next((r for r in self.runs.values() if r.progress_token == token), None)
+
+    # ---- stopping ---------------------------------------------------------------------------------------
+
+    async def stop(self, run: Run) -> bool:
+        """SIGTERM, a second SIGTERM after a grace period, then SIGKILL. True if it was running."""
+        if run.finished or not run.live:
+            return False
+        run.stopping = True
+        pid = run.proc.pid if run.proc is not None else run.pid
+        if pid is None:
+            return False
+        for sig, wait in ((signal.SIGTERM, STOP_GRACE), (signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
+            if not self._signal(run, pid, sig):
+                break
+            if await self._exited(run, pid, wait):
+                break
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(run.done.wait(), 5.0)
+        return True
+
+    def _signal(self, run: Run, pid: int, sig: int) -> bool:
+        try:
+            if sig == signal.SIGKILL and run.proc is not None:
+                os.killpg(pid, sig)  # the child runs in its own session: take its tools down too
+            else:
+                os.kill(pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    async def _exited(self, run: Run, pid: int, wait: float) -> bool:
+        if run.proc is not None:
+            try:
+                await asyncio.wait_for(run.proc.wait(), wait)
+                return True
+            except TimeoutError:
+                return False
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    async def shutdown(self) -> None:
+        for run in list(self.runs.values()):
+            if run.proc is not None and run.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    run.proc.send_signal(signal.SIGTERM)
+        if self._poller is not None:
+            self._poller.cancel()
+
+
+def divergence(d: Diverged) -> P.Divergence:
+    return P.Divergence(
+        actor=d.actor, fireCount=d.fireCount, reason=d.reason, step=d.step, queue=d.queue, recorded=d.recorded,
+        actual=d.actual, recordedPreview=d.recordedPreview, actualPreview=d.actualPreview,
+    )
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (exited, not yet reaped by its parent) counts as gone
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
+def _stderr_line(stderr: bytes) -> str:
+    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
+    flowtape = [ln for ln in lines if ln.startswith("flowtape: ") and "warning" not in ln]
+    text = flowtape[-1] if flowtape else (lines[-1] if lines else "")
+    return text.removeprefix("flowtape: ")[:2000]
+
+
+def _now() -> str:
+    from flowtape.rundir import now_iso
+
+    return now_iso()

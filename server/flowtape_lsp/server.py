@@ -1,0 +1,137 @@
+"""The Flowtape language server: wiring of the feature modules, and `main`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import cattrs
+from flowtape import __version__
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    default_converter,
+)
+
+from . import protocol as P
+from .diagnostics import Diagnostics
+from .runs import RunManager
+from .workspace import uri_to_path
+
+logger = logging.getLogger("flowtape_lsp")
+
+
+def raw_converter() -> cattrs.Converter:
+    """pygls's converter, except that the params (and results) of methods it does not know stay
+    plain JSON values: every custom message is validated by our own msgspec Structs instead."""
+    converter = default_converter()
+
+    def keep(obj: dict[str, Any], cls: type) -> Any:
+        return cls(**obj)
+
+    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
+        converter.register_structure_hook(cls, keep)
+    return converter
+
+
+class FlowtapeServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("flowtape-lsp", __version__, converter_factory=raw_converter,
+                         text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.root: Path = Path.cwd().resolve()
+        self.manager = RunManager(self)
+        self.diagnostics = Diagnostics(self)
+        self.manager.listeners.append(self.diagnostics.on_run_finished)
+        self.manager.listeners.append(lambda run: self.refresh_views())
+
+    def send(self, method: str, message: P.Message) -> None:
+        """A custom notification to the client."""
+        try:
+            self.protocol.notify(method, message.to_json())
+        except Exception:  # noqa: BLE001 - a client gone away must not kill the streaming task
+            logger.warning("sending %s failed", method, exc_info=True)
+
+    def log_error(self, message: str) -> None:
+        logger.error("%s", message, exc_info=True)
+
+    def capability(self, *path: str) -> Any:
+        value: Any = self.client_capabilities
+        for name in path:
+            value = getattr(value, name, None)
+            if value is None:
+                return None
+        return value
+
+    def supports_progress(self) -> bool:
+        return bool(self.capability("window", "work_done_progress"))
+
+    def refresh_views(self) -> None:
+        """Ask the client to re-query code lenses and inlay hints (when it can)."""
+        if self.capability("workspace", "code_lens", "refresh_support"):
+            self.protocol.send_request(lsp.WORKSPACE_CODE_LENS_REFRESH, None)
+        if self.capability("workspace", "inlay_hint", "refresh_support"):
+            self.protocol.send_request(lsp.WORKSPACE_INLAY_HINT_REFRESH, None)
+
+
+def create_server() -> FlowtapeServer:
+    from . import codelens, commands, inspect
+
+    server = FlowtapeServer()
+
+    @server.feature(lsp.INITIALIZED)
+    async def initialized(params: lsp.InitializedParams) -> None:
+        folders = server.workspace.folders
+        root = server.workspace.root_path
+        if not root and folders:
+            first = next(iter(folders.values()))
+            root = str(uri_to_path(first.uri) or "")
+        if root:
+            server.root = Path(root).resolve()
+        server.manager.start()
+        for doc in list(server.workspace.text_documents.values()):
+            server.diagnostics.schedule_check(doc.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    async def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
+        server.diagnostics.schedule_check(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    async def did_save(params: lsp.DidSaveTextDocumentParams) -> None:
+        path = uri_to_path(params.text_document.uri)
+        if path is not None:
+            server.manager.locator.forget(str(path))
+        server.diagnostics.schedule_check(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    async def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
+        return None
+
+    @server.feature(lsp.SHUTDOWN)
+    async def shutdown(params: Any) -> None:
+        await server.manager.shutdown()
+
+    codelens.register(server)
+    commands.register(server)
+    inspect.register(server)
+    return server
+
+
+def main(tcp: int | None = None) -> None:
+    """`flowtape lsp [--tcp PORT]`: serve over stdio (or TCP, for debugging)."""
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="flowtape-lsp %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pygls").setLevel(logging.WARNING)
+    server = create_server()
+    try:
+        if tcp is not None:
+            server.start_tcp("127.0.0.1", tcp)
+        else:
+            server.start_io()
+    finally:
+        # the transport may have closed stdout; the CLI flushes it on the way out
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115

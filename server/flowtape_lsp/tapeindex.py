@@ -1,0 +1,369 @@
+"""One run's tape, followed as it is written: a sparse index of step offsets and periodic snapshots
+of the rebuilt state, so paging steps and describing any step stay fast on huge tapes while the
+memory kept does not grow with the number of steps (beyond one offset per INDEX_EVERY steps and a
+bounded number of snapshots)."""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import os
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+from flowtape.errors import TraceCorruption
+from flowtape.rundir import TAPE
+from flowtape.tape import ActorInfo, Diverged, End, Firing, Header, Line, Record, Step, seal
+from flowtape.verify import Rebuild
+
+INDEX_EVERY = 64  # one byte offset kept per this many steps
+SNAPSHOT_EVERY = 256  # initial spacing of rebuilt-state snapshots (doubles when too many)
+MAX_SNAPSHOTS = 512
+CHUNK = 4 << 20
+CHUNK_TOKENS = 512
+
+_decoder = msgspec.json.Decoder(Record)
+
+
+class ChunkQueue:
+    """A FIFO of tokens whose copies share its full chunks: a snapshot of a queue holding n tokens
+    costs n/CHUNK_TOKENS references, not n (an output queue of a long run holds every token)."""
+
+    __slots__ = ("chunks", "tail", "head", "size")
+
+    def __init__(self, items: Iterable[msgspec.Raw] = ()) -> None:
+        self.chunks: deque[tuple[msgspec.Raw, ...]] = deque()
+        self.tail: list[msgspec.Raw] = []
+        self.head = 0  # tokens already taken from the first segment (chunks[0], else tail)
+        self.size = 0
+        self.extend(items)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def extend(self, items: Iterable[msgspec.Raw]) -> None:
+        before = len(self.tail)
+        self.tail.extend(items)
+        self.size += len(self.tail) - before
+        while len(self.tail) >= CHUNK_TOKENS:
+            self.chunks.append(tuple(self.tail[:CHUNK_TOKENS]))
+            del self.tail[:CHUNK_TOKENS]
+
+    def append(self, item: msgspec.Raw) -> None:
+        self.extend((item,))
+
+    def popleft(self) -> msgspec.Raw:
+        if self.size == 0:
+            raise IndexError("pop from an empty queue")
+        if self.chunks:
+            first = self.chunks[0]
+            item = first[self.head]
+            self.head += 1
+            if self.head == len(first):
+                self.chunks.popleft()
+                self.head = 0
+        else:
+            item = self.tail[self.head]
+            self.head += 1
+            if self.head == len(self.tail):
+                self.tail.clear()
+                self.head = 0
+        self.size -= 1
+        return item
+
+    def __iter__(self) -> Iterator[msgspec.Raw]:
+        segments: list[Sequence[msgspec.Raw]] = [*self.chunks, self.tail]
+        for i, segment in enumerate(segments):
+            yield from (segment[self.head :] if i == 0 else segment)
+
+    def copy(self) -> ChunkQueue:
+        twin = ChunkQueue.__new__(ChunkQueue)
+        twin.chunks = deque(self.chunks)
+        twin.tail = list(self.tail)
+        twin.head = self.head
+        twin.size = self.size
+        return twin
+
+
+def chunked(rebuild: Rebuild) -> Rebuild:
+    rebuild.queues = [ChunkQueue(q) for q in rebuild.queues]  # type: ignore[misc]
+    return rebuild
+
+
+def copy_rebuild(rebuild: Rebuild) -> Rebuild:
+    """An independent copy of a rebuilt state (tokens and states are immutable and shared)."""
+    twin = copy.copy(rebuild)
+    twin.queues = [q.copy() if isinstance(q, ChunkQueue) else ChunkQueue(q) for q in rebuild.queues]  # type: ignore[misc]
+    twin.fire_counts = dict(rebuild.fire_counts)
+    twin.states = dict(rebuild.states)
+    twin.chats = {}
+    twin.diverged = list(rebuild.diverged)
+    twin.taken = list(rebuild.taken)
+    return twin
+
+
+class Filler:
+    """Fills in what step records leave out: the actor and fire count of the firing written just
+    before a simple step, and the kind and line from the header's actor table."""
+
+    def __init__(self, header: Header | None = None, last: tuple[str, int] | None = None) -> None:
+        self.actors: dict[str, ActorInfo] = {a.path: a for a in header.actors} if header is not None else {}
+        self.last = last
+
+    def see(self, record: Record) -> None:
+        if isinstance(record, Firing):
+            self.last = (record.actor, record.fireCount)
+        elif isinstance(record, Step):
+            if not record.actor and self.last is not None:
+                record.actor, record.fireCount = self.last
+            info = self.actors.get(record.actor)
+            if info is not None:
+                record.kind = record.kind or info.kind
+                record.line = record.line or info.line
+        elif isinstance(record, Header):
+            self.actors = {a.path: a for a in record.actors}
+
+
+@dataclass
+class Snapshot:
+    step: int
+    offset: int  # file offset just after the step's line
+    line: int  # tape line number of the step's line
+    rebuild: Rebuild
+    last: tuple[str, int] | None  # the last firing before `offset`, for the filler
+
+
+@dataclass
+class AtStep:
+    """The rebuilt run right after a step, and the firings that made the step."""
+
+    step: Step
+    rebuild: Rebuild
+    firings: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = field(default_factory=list)
+
+
+def iter_lines(path: Path, offset: int, line: int, filler: Filler) -> Iterator[tuple[int, int, Record]]:
+    """(offset, line number, record) of every complete line from `offset` on, steps filled in."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        rest = b""
+        base = offset
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return
+            data = rest + chunk
+            pos = 0
+            while True:
+                cut = data.find(b"\n", pos)
+                if cut < 0:
+                    break
+                line += 1
+                try:
+                    record = _decoder.decode(data[pos:cut])
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    raise TraceCorruption("unreadable record", line, "well-formed records") from None
+                filler.see(record)
+                yield base + pos, line, record
+                pos = cut + 1
+            base += pos
+            rest = data[pos:]
+
+
+class TapeIndex:
+    """Reads a tape incrementally (`ingest`) and answers questions about any step of it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / TAPE
+        self.lock = threading.RLock()
+        self.offset = 0  # just after the last complete line read
+        self.lines = 0
+        self.last_hash = ""
+        self.header: Header | None = None
+        self.rebuild: Rebuild | None = None
+        self.end: End | None = None
+        self.corrupt: str | None = None
+        self.steps = 0
+        self.last_step: Step | None = None
+        self.step_offsets: list[tuple[int, str, int]] = []  # [k]: step k*INDEX_EVERY+1's line offset, actor, fireCount
+        self.filler = Filler()
+        self.snapshots: list[Snapshot] = []
+        self.snapshot_every = SNAPSHOT_EVERY
+        self.diverged: list[Diverged] = []
+        self.diverged_steps: set[int] = set()
+        self.actor_last_step: dict[str, int] = {}  # the top-level step holding each actor's last firing
+        self._awaiting_step: dict[tuple[str, int], list[str]] = {}
+        self._partial = False
+
+    # ---- following ------------------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None or self.corrupt is not None
+
+    def ingest(self, limit: int = CHUNK) -> list[Step]:
+        """Read what was appended since the last call; returns the new steps."""
+        with self.lock:
+            if self.finished:
+                return []
+            try:
+                size = os.stat(self.path).st_size
+            except FileNotFoundError:
+                return []
+            if size <= self.offset:
+                return []
+            try:
+                with open(self.path, "rb") as fh:
+                    fh.seek(self.offset)
+                    data = fh.read(limit)
+            except OSError:
+                return []
+            new: list[Step] = []
+            pos = 0
+            while True:
+                cut = data.find(b"\n", pos)
+                if cut < 0:
+                    break
+                raw = data[pos:cut]
+                try:
+                    self._apply(raw, self.offset + pos, self.offset + cut + 1, new)
+                except (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    self.corrupt = f"line {self.lines}: {exc}"
+                    break
+                pos = cut + 1
+            self.offset += pos
+            self._partial = pos < len(data)
+            return new
+
+    def _apply(self, raw: bytes, start: int, after: int, new: list[Step]) -> None:
+        self.lines += 1
+        record = _decoder.decode(raw)
+        self.filler.see(record)
+        cut = raw.rfind(b',"h":"')
+        if cut >= 0:
+            self.last_hash = raw[cut + 6 : -2].decode(errors="replace")
+        if isinstance(record, Header):
+            if self.header is not None:
+                raise TraceCorruption("a second header", self.lines, "one header, first")
+            self.header = record
+            self.rebuild = chunked(Rebuild(record))
+            self.snapshots.append(Snapshot(0, after, self.lines, copy_rebuild(self.rebuild), None))
+            return
+        if self.rebuild is None:
+            raise TraceCorruption("the first record is not a header", self.lines, "header first")
+        if isinstance(record, Firing) and record.produced:
+            # a decoded Raw keeps the whole line it came from alive: keep just the token's bytes
+            record.produced = [(i, [msgspec.Raw(bytes(t)) for t in tokens]) for i, tokens in record.produced]
+        self.rebuild.apply(Line(self.lines, b"", record))
+        if isinstance(record, Firing):
+            top = record.within if record.within is not None else (record.actor, record.fireCount)
+            self._awaiting_step.setdefault((top[0], top[1]), []).append(record.actor)
+        elif isinstance(record, Step):
+            self.steps = record.step
+            self.last_step = record
+            if (record.step - 1) % INDEX_EVERY == 0:
+                self.step_offsets.append((start, record.actor, record.fireCount))
+            for actor in self._awaiting_step.pop((record.actor, record.fireCount), []):
+                self.actor_last_step[actor] = record.step
+            if record.step % self.snapshot_every == 0:
+                self._snapshot(record.step, after)
+            new.append(record)
+        elif isinstance(record, Diverged):
+            self.diverged.append(record)
+            self.diverged_steps.add(record.step)
+        elif isinstance(record, End):
+            self.end = record
+        self.rebuild.chats.clear()
+
+    def _snapshot(self, step: int, after: int) -> None:
+        assert self.rebuild is not None
+        self.snapshots.append(Snapshot(step, after, self.lines, copy_rebuild(self.rebuild), self.filler.last))
+        if len(self.snapshots) > MAX_SNAPSHOTS:
+            self.snapshot_every *= 2
+            self.snapshots = [s for s in self.snapshots if s.step % self.snapshot_every == 0]
+
+    def ingest_all(self) -> None:
+        while not self.finished:
+            before = self.offset
+            self.ingest()
+            if self.offset == before:
+                return
+
+    # ---- questions --------------------------------------------------------------------------------
+
+    def fire_counts(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self.rebuild.fire_counts) if self.rebuild is not None else {}
+
+    def read_steps(self, first: int, limit: int) -> list[Step]:
+        """Steps `first` .. `first+limit-1` (1-based) of those indexed so far, read from the file."""
+        with self.lock:
+            total = self.steps
+            if first > total or not self.step_offsets:
+                return []
+            offset, actor, fire_count = self.step_offsets[(first - 1) // INDEX_EVERY]
+            filler = Filler(self.header, (actor, fire_count))
+        last = min(total, first + limit - 1)
+        found: list[Step] = []
+        for _, _, record in iter_lines(self.path, offset, 0, filler):
+            if isinstance(record, Step):
+                if record.step > last:
+                    break
+                if record.step >= first:
+                    found.append(record)
+        return found
+
+    def at_step(self, number: int) -> AtStep:
+        """The rebuilt state right after step `number` (1 <= number <= steps)."""
+        with self.lock:
+            if not 1 <= number <= self.steps:
+                raise IndexError(number)
+            steps = [s.step for s in self.snapshots]
+            snap = self.snapshots[bisect.bisect_right(steps, number - 1) - 1]
+            rebuild = copy_rebuild(snap.rebuild)
+            filler = Filler(self.header, snap.last)
+        pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
+        for _, _, record in iter_lines(self.path, snap.offset, snap.line, filler):
+            rebuild.apply(Line(0, b"", record))
+            if isinstance(record, Firing):
+                pending.append((record, rebuild.taken))
+            elif isinstance(record, Step):
+                if record.step == number:
+                    return AtStep(record, rebuild, pending)
+                pending = []
+            rebuild.chats.clear()
+        raise IndexError(number)
+
+    # ---- closing a tape whose writer died -------------------------------------------------------------
+
+    def seal_end(self, status: str, message: str | None) -> bool:
+        """Append an End record to a tape whose process died without writing one, dropping a torn
+        last line first, so the tape verifies and can be resumed. False if it cannot be done."""
+        from flowtape.rundir import now_iso
+        from flowtape.tape import ErrorInfo
+
+        with self.lock:
+            self.ingest_all()
+            if self.end is not None or self.corrupt is not None or self.rebuild is None:
+                return False
+            rebuild = self.rebuild
+            end = End(
+                status=status, outputs=msgspec.Raw(rebuild.outputs_raw()), steps=rebuild.step,
+                firings=rebuild.seq, finishedAt=now_iso(),
+                error=ErrorInfo(message) if message else None, replayStopped=list(self.diverged),
+            )
+            line, _ = seal(end, self.last_hash)
+            try:
+                with open(self.path, "r+b") as fh:
+                    fh.truncate(self.offset)
+                    fh.seek(self.offset)
+                    fh.write(line)
+            except OSError:
+                return False
+            self.ingest_all()
+            return self.end is not None

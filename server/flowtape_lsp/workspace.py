@@ -1,0 +1,87 @@
+"""Paths and uris: the workspace's flow files, and where an actor is created in them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flowtape.tape import ActorInfo, Header
+from pygls.uris import from_fs_path, to_fs_path
+
+from . import protocol as P
+
+
+def path_to_uri(path: str) -> str:
+    return from_fs_path(str(Path(path).resolve())) or ""
+
+
+def uri_to_path(uri: str) -> Path | None:
+    if not uri.startswith("file:"):
+        return None
+    fs = to_fs_path(uri)
+    return Path(fs).resolve() if fs else None
+
+
+def flow_path(uri: str, root: Path) -> Path:
+    """The flow file a uri names, refusing anything outside the workspace or not a file."""
+    path = uri_to_path(uri)
+    if path is None:
+        raise P.invalid(f"uri {uri!r} is not a file: uri")
+    if not path.is_relative_to(root):
+        raise P.invalid(f"uri {uri!r} is outside the workspace {root}")
+    if not path.is_file():
+        raise P.invalid(f"no such file: {path}")
+    return path
+
+
+def same_file(a: str, b: str) -> bool:
+    return a == b or uri_to_path(a) == uri_to_path(b)
+
+
+class Locator:
+    """Maps actors to the LSP range of the line that creates them (line lengths read once per file)."""
+
+    def __init__(self) -> None:
+        self._lengths: dict[str, list[int]] = {}
+        self._actors: dict[int, tuple[Header, dict[str, ActorInfo]]] = {}
+
+    def line_length(self, file: str, line0: int) -> int:
+        lengths = self._lengths.get(file)
+        if lengths is None:
+            try:
+                text = Path(file).read_text(encoding="utf-8", errors="replace")
+                lengths = [len(ln.encode("utf-16-le")) // 2 for ln in text.splitlines()]
+            except OSError:
+                lengths = []
+            if len(self._lengths) > 256:
+                self._lengths.clear()
+            self._lengths[file] = lengths
+        return lengths[line0] if 0 <= line0 < len(lengths) else 0
+
+    def forget(self, file: str) -> None:
+        self._lengths.pop(file, None)
+
+    def actor_range(self, header: Header, path: str) -> tuple[str, P.Range]:
+        cached = self._actors.get(id(header))
+        if cached is None or cached[0] is not header:
+            if len(self._actors) > 64:
+                self._actors.clear()
+            cached = self._actors[id(header)] = (header, {a.path: a for a in header.actors})
+        actor = cached[1].get(path)
+        if actor is None or not actor.file or actor.file.startswith("<"):
+            file = header.flowFile
+            line0 = 0
+        else:
+            file = actor.file
+            line0 = max(actor.line - 1, 0)
+        return path_to_uri(file), line_range(line0, self.line_length(file, line0))
+
+
+def line_range(line0: int, length: int = 0) -> P.Range:
+    return P.Range(start=P.Position(line=line0, character=0), end=P.Position(line=line0, character=length))
+
+
+def find_actor(header: Header, path: str) -> ActorInfo | None:
+    for actor in header.actors:
+        if actor.path == path:
+            return actor
+    return None

@@ -1,0 +1,87 @@
+"""Bad input gets a JSON-RPC error with a clear message: never silence, never a dead server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
+from .conftest import collector, command, count_flow, request, uri_of, write_flow
+
+INVALID, NOT_FOUND = -32602, -32001
+
+
+async def _error(call: Any) -> JsonRpcException:
+    with pytest.raises(JsonRpcException) as info:
+        await call
+    return info.value
+
+
+async def test_bad_input_gets_clear_errors(client: LanguageClient, workspace: Path, tmp_path: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    outside = tmp_path / "outside.py"
+    outside.write_text(count_flow(3))
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await collector(client).finished(run["runId"])
+    run_id = run["runId"]
+
+    cases: list[tuple[str, str, Any, int, str]] = [
+        # (kind, name, params, code, words in the message)
+        ("cmd", "flowtape.run", {"uri": uri_of(outside)}, INVALID, "outside the workspace"),
+        ("cmd", "flowtape.run", {"uri": uri_of(workspace / "missing.py")}, INVALID, "no such file"),
+        ("cmd", "flowtape.run", {"uri": "untitled:Untitled-1"}, INVALID, "not a file"),
+        ("cmd", "flowtape.run", {}, INVALID, "uri"),
+        ("cmd", "flowtape.run", {"uri": 42}, INVALID, "uri"),
+        ("cmd", "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 0}, INVALID, "maxWorkers"),
+        ("cmd", "flowtape.run", {"uri": uri_of(flow), "inputs": [1]}, INVALID, "inputs"),
+        ("cmd", "flowtape.run", "count.py", INVALID, "params must be an object"),
+        ("cmd", "flowtape.resumeAtStep", {"runId": "nope", "step": 1}, NOT_FOUND, "unknown run 'nope'"),
+        ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "step": 99}, NOT_FOUND, "out of range"),
+        ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "step": -1}, INVALID, "step"),
+        ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "step": "2"}, INVALID, "step"),
+        ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "step": True}, INVALID, "step"),
+        ("cmd", "flowtape.resumeAtStep", {"runId": "../../etc", "step": 1}, INVALID, "escapes the runs directory"),
+        ("cmd", "flowtape.rerunActor", {"runId": run_id, "actor": "ghost"}, INVALID, "no actor 'ghost'"),
+        ("cmd", "flowtape.rerunActor", {"runId": run_id}, INVALID, "actor"),
+        ("cmd", "flowtape.stop", {"runId": "x/../.."}, INVALID, "escapes the runs directory"),
+        ("cmd", "flowtape.stop", {"runId": "never-ran"}, NOT_FOUND, "unknown run"),
+        ("req", "flowtape/runs", {"uri": uri_of(outside)}, INVALID, "outside the workspace"),
+        ("req", "flowtape/runs", [], INVALID, "params must be an object"),
+        ("req", "flowtape/getSteps", {"runId": run_id, "from": 0, "limit": 10}, INVALID, "from"),
+        ("req", "flowtape/getSteps", {"runId": run_id, "from": 1, "limit": 0}, INVALID, "limit"),
+        ("req", "flowtape/getSteps", {"runId": run_id, "from": 500, "limit": 10}, NOT_FOUND, "out of range"),
+        ("req", "flowtape/getSteps", {"runId": "..", "from": 1, "limit": 10}, INVALID, "escapes the runs directory"),
+        ("req", "flowtape/getSteps", {"from": 1, "limit": 10}, INVALID, "runId"),
+        ("req", "flowtape/stepDetail", {"runId": run_id, "step": 0}, INVALID, "step"),
+        ("req", "flowtape/stepDetail", {"runId": run_id, "step": 10_000}, NOT_FOUND, "out of range"),
+        ("req", "flowtape/stepDetail", {"runId": run_id, "step": 1.5}, INVALID, "step"),
+        ("req", "flowtape/stepDetail", {"runId": "no-such-run", "step": 1}, NOT_FOUND, "unknown run"),
+        ("req", "flowtape/stepDetail", None, INVALID, "runId"),
+    ]
+    for kind, name, params, code, words in cases:
+        call = command(client, name, params) if kind == "cmd" else request(client, name, params)
+        error = await _error(call)
+        assert error.code == code, (name, params, error.code, error.message)
+        assert words in error.message, (name, params, error.message)
+
+    # a command with no argument, or two
+    for arguments in ([], [{"runId": run_id}, {"runId": run_id}]):
+        error = await _error(client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command="flowtape.stop", arguments=arguments)
+        ))
+        assert error.code == INVALID and "one argument" in error.message
+    error = await _error(client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="flowtape.nope")))
+    assert error.code == INVALID
+
+    # notifications cannot be answered: bad ones are logged, and the server carries on
+    client.protocol.notify("flowtape/selectStep", {"runId": run_id, "step": "x"})
+    client.protocol.notify("flowtape/selectStep", {"runId": "ghost", "step": 1})
+    client.protocol.notify("flowtape/selectStep", 7)
+    runs = await request(client, "flowtape/runs", {"uri": uri_of(flow)})
+    assert [r["runId"] for r in runs["runs"]] == [run_id]
+    detail = await request(client, "flowtape/stepDetail", {"runId": run_id, "step": 1})
+    assert detail["step"] == 1

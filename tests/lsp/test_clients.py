@@ -1,0 +1,34 @@
+"""The same server with the Neovim client's capabilities (the other tests use VS Code's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+from .conftest import FLOW_MISWIRED, collector, command, count_flow, request, uri_of, write_flow
+
+
+async def test_neovim_run_lenses_and_diagnostics(nvim_client: LanguageClient, workspace: Path) -> None:
+    client = nvim_client
+    flow = write_flow(workspace, "count.py", count_flow(5))
+    uri = uri_of(flow)
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri, "workflow": "main"})
+    done = await col.finished(run["runId"])
+    assert done["status"] == "succeeded" and done["outputs"] == {"Result": [2, 4, 6, 8, 10]}
+    assert [s["step"] for s in col.steps(run["runId"])] == list(range(1, done["steps"] + 1))
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=lsp.TextDocumentItem(
+        uri=uri, language_id="python", version=1, text=flow.read_text(),
+    )))
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+    assert [lens.command.title for lens in lenses] == ["▶ Run", "⟲ Resume at step…", "Runs (1)"]
+    page = await request(client, "flowtape/getSteps", {"runId": run["runId"], "from": 1, "limit": 3})
+    assert [s["step"] for s in page["steps"]] == [1, 2, 3]
+    bad = write_flow(workspace, "wired.py", FLOW_MISWIRED)
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=lsp.TextDocumentItem(
+        uri=uri_of(bad), language_id="python", version=1, text=bad.read_text(),
+    )))
+    params = await col.wait_for(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, lambda p: p.uri == uri_of(bad) and bool(p.diagnostics))
+    assert "type mismatch" in params.diagnostics[0].message

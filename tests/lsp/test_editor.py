@@ -1,0 +1,181 @@
+"""Diagnostics, code lenses, step detail, hover and inlay hints."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+from .conftest import (
+    FLOW_DIVERGE,
+    FLOW_FAIL,
+    FLOW_MISWIRED,
+    collector,
+    command,
+    count_flow,
+    request,
+    uri_of,
+    write_flow,
+)
+
+
+def line_of(path: Path, text: str) -> int:
+    """0-based line of the first line containing `text`."""
+    return next(i for i, line in enumerate(path.read_text().splitlines()) if text in line)
+
+
+async def diagnostics_for(client: LanguageClient, uri: str, pred, timeout: float = 15.0):  # type: ignore[no-untyped-def]
+    params = await collector(client).wait_for(
+        lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, lambda p: p.uri == uri and pred(p.diagnostics), timeout
+    )
+    return params.diagnostics
+
+
+def open_doc(client: LanguageClient, path: Path) -> None:
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=lsp.TextDocumentItem(
+        uri=uri_of(path), language_id="python", version=1, text=path.read_text(),
+    )))
+
+
+async def test_divergence_is_a_warning_on_the_actor_line_and_clears_on_a_clean_run(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "diverge.py", FLOW_DIVERGE)
+    data = workspace / "data.json"
+    data.write_text("[1, 2, 3]")
+    col = collector(client)
+    uri = uri_of(flow)
+    first = await command(client, "flowtape.run", {"uri": uri})
+    assert (await col.finished(first["runId"]))["status"] == "succeeded"
+    data.write_text("[1, 5, 3]")
+    resumed = await command(client, "flowtape.resumeAtStep", {"runId": first["runId"], "step": 2})
+    done = await col.finished(resumed["runId"])
+    assert done["replayStopped"][0]["actor"] == "sq" and done["replayStopped"][0]["reason"] == "inputs differ"
+    diags = await diagnostics_for(client, uri, lambda ds: any(d.code == "replay-diverged" for d in ds))
+    (warning,) = [d for d in diags if d.code == "replay-diverged"]
+    assert warning.severity == lsp.DiagnosticSeverity.Warning and warning.source == "flowtape"
+    assert warning.range.start.line == line_of(flow, "sq = Square()")
+    assert "sq firing 2" in warning.message and "lp.item->sq.In" in warning.message
+    assert "recorded 2" in warning.message and "now 5" in warning.message
+    diverged_steps = [s["step"] for s in col.steps(resumed["runId"]) if s.get("diverged")]
+    assert diverged_steps == [2]
+    # the next run of the flow is clean: the warning goes
+    clean = await command(client, "flowtape.run", {"uri": uri})
+    assert (await col.finished(clean["runId"]))["status"] == "succeeded"
+    assert await diagnostics_for(client, uri, lambda ds: not ds) is not None
+
+
+async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "fail.py", FLOW_FAIL)
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    done = await col.finished(run["runId"])
+    assert done["status"] == "failed" and "two is not allowed" in done["error"]
+    assert done["errorDetail"]["actor"] == "picky" and done["errorDetail"]["line"] == line_of(flow, "picky = Picky()")
+    diags = await diagnostics_for(client, uri_of(flow), lambda ds: any(d.code == "run-failed" for d in ds))
+    (error,) = diags
+    assert error.severity == lsp.DiagnosticSeverity.Error
+    assert error.range.start.line == line_of(flow, "picky = Picky()")
+    assert "picky firing 2" in error.message and "ValueError: two is not allowed" in error.message
+    assert error.related_information and error.related_information[0].location.range.start.line == line_of(flow, "raise ValueError")
+
+
+async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "wired.py", FLOW_MISWIRED)
+    uri = uri_of(flow)
+    open_doc(client, flow)
+    diags = await diagnostics_for(client, uri, lambda ds: bool(ds))
+    (error,) = diags
+    assert error.severity == lsp.DiagnosticSeverity.Error and error.code == "flow-error"
+    assert error.range.start.line == line_of(flow, "connect(a.Out, b.In)")
+    assert "type mismatch" in error.message
+    # a syntax error, on save
+    flow.write_text(FLOW_MISWIRED.replace("b = A()", "b = A(("))
+    client.text_document_did_save(lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+    diags = await diagnostics_for(client, uri, lambda ds: any("syntax error" in d.message for d in ds))
+    assert diags[0].range.start.line == line_of(flow, "b = A((")
+    # fixed: cleared
+    fixed = FLOW_MISWIRED.replace("Port[str]", "Port[int]").replace("return str(x)", "return x")
+    flow.write_text(fixed + '    connect("In", a.In)\n    connect(b.Out, "Out")\n')
+    client.text_document_did_save(lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+    assert await diagnostics_for(client, uri, lambda ds: not ds) is not None
+
+
+async def test_code_lenses(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    uri = uri_of(flow)
+    open_doc(client, flow)
+    params = lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    lenses = await client.text_document_code_lens_async(params)
+    assert [lens.command.title for lens in lenses] == ["▶ Run"]
+    assert lenses[0].command.command == "flowtape.run" and list(lenses[0].command.arguments) == [{"uri": uri, "workflow": "main"}]
+    assert lenses[0].range.start.line == line_of(flow, "@workflow")
+    run = await command(client, "flowtape.run", {"uri": uri, "workflow": "main"})
+    await collector(client).finished(run["runId"])
+    lenses = await client.text_document_code_lens_async(params)
+    assert [lens.command.title for lens in lenses] == ["▶ Run", "⟲ Resume at step…", "Runs (1)"]
+    assert lenses[1].command.command == "flowtape.resumeAtStep" and list(lenses[1].command.arguments) == [{"runId": run["runId"]}]
+    assert collector(client).of(lsp.WORKSPACE_CODE_LENS_REFRESH)
+
+
+async def test_step_detail_hover_and_inlay_hints_follow_the_selected_step(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(4))
+    uri = uri_of(flow)
+    open_doc(client, flow)
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri})
+    await col.finished(run["runId"])
+    steps = col.steps(run["runId"])
+    at = next(s for s in steps if s["actor"] == "double" and s["fireCount"] == 2)
+    detail = await request(client, "flowtape/stepDetail", {"runId": run["runId"], "step": at["step"]})
+    assert detail["actor"] == "double" and detail["fireCount"] == 2 and detail["journalSeq"] == at["journalSeq"]
+    assert detail["taken"] == [{"queue": "count.Out->double.In", "tokens": ["2"]}]
+    assert detail["put"] == [{"queue": "$.Result", "tokens": ["4"]}]
+    states = {s["actor"]: s for s in detail["states"]}
+    assert states["double"]["state"] == "{'total': 3}" and states["double"]["fireCount"] == 2
+    assert any(q["queue"] == "$.Result" and q["size"] == 2 for q in detail["queues"])
+
+    line = line_of(flow, "double = Double()")
+    hover_at = lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line, 8))
+    hover = await client.text_document_hover_async(hover_at)  # no selection yet: the run's last step
+    assert hover is not None and "fired 4 times" in hover.contents.value
+    client.protocol.notify("flowtape/selectStep", {"runId": run["runId"], "step": at["step"]})
+    for _ in range(100):
+        hover = await client.text_document_hover_async(hover_at)
+        if hover is not None and f"step {at['step']} " in hover.contents.value:
+            break
+        await asyncio.sleep(0.02)
+    assert hover is not None and "fired 2 times" in hover.contents.value and "'total': 3" in hover.contents.value
+    assert f"step {at['step']}" in hover.contents.value
+    hints = await client.text_document_inlay_hint_async(lsp.InlayHintParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), range=lsp.Range(lsp.Position(0, 0), lsp.Position(200, 0)),
+    ))
+    by_line = {h.position.line: h.label for h in hints}
+    assert "×2" in by_line[line] and "total" in by_line[line]
+    assert "×" in by_line[line_of(flow, "count = Count(")]
+    # no actor on the line: no hover
+    none = await client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(0, 0),
+    ))
+    assert none is None
+
+
+async def test_step_detail_is_fast_on_a_long_tape(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "long.py", count_flow(20_000))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1})
+    done = await col.finished(run["runId"], timeout=60)
+    assert done["status"] == "succeeded" and done["steps"] == 40_000
+    streamed = col.steps(run["runId"])
+    assert len(streamed) == 40_000 and [s["step"] for s in streamed] == list(range(1, 40_001))
+    assert max(len(p["steps"]) for p in col.of("flowtape/steps", run["runId"])) <= 500
+    worst = 0.0
+    for step in (1, 39_999, 20_000, 33_333, 40_000):
+        t0 = time.perf_counter()
+        detail = await request(client, "flowtape/stepDetail", {"runId": run["runId"], "step": step})
+        worst = max(worst, time.perf_counter() - t0)
+        assert detail["step"] == step
+    assert worst < 0.25  # a round trip through the client; the server's part is well under 50 ms
+    page = await request(client, "flowtape/getSteps", {"runId": run["runId"], "from": 39_990, "limit": 20})
+    assert [s["step"] for s in page["steps"]] == list(range(39_990, 40_001))

@@ -1,0 +1,184 @@
+"""Runs through the language server: start, stream, resume, rerun an actor, stop, crash, terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from flowtape.tape import Step, read_tape
+from flowtape.verify import verify
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+from .conftest import FLOW_NESTED, collector, command, count_flow, request, uri_of, write_flow
+
+
+def tape_steps(run_dir: str) -> list[Step]:
+    return read_tape(Path(run_dir) / "tape.jsonl").steps()
+
+
+async def test_run_streams_every_step_with_its_journal_seq(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(40))
+    result = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "main"})
+    run_id, run_dir = result["runId"], result["runDir"]
+    assert Path(run_dir) == workspace.resolve() / ".flowtape" / "runs" / run_id
+    col = collector(client)
+    done = await col.finished(run_id)
+    assert done["status"] == "succeeded"
+    assert done["outputs"] == {"Result": [2 * i for i in range(1, 41)]}
+    started = col.of("flowtape/runStarted", run_id)
+    assert len(started) == 1 and started[0]["workflow"] == "main" and started[0]["uri"] == uri_of(flow)
+    # runStarted comes before the first steps, runFinished after the last
+    order = [m for m, p in col.items if isinstance(p, dict) and p.get("runId") == run_id]
+    assert order[0] == "flowtape/runStarted" and order[-1] == "flowtape/runFinished"
+    streamed = col.steps(run_id)
+    recorded = tape_steps(run_dir)
+    assert [(s["step"], s["actor"], s["fireCount"], s["journalSeq"]) for s in streamed] == [
+        (s.step, s.actor, s.fireCount, s.journalSeq) for s in recorded
+    ]
+    lines = flow.read_text().splitlines()
+    first = streamed[0]
+    assert first["uri"] == uri_of(flow) and first["actorKind"] == "task" and first["replayed"] is False
+    assert lines[first["range"]["start"]["line"]].strip().startswith("count = Count(")
+    # paged back from the tape
+    page = await request(client, "flowtape/getSteps", {"runId": run_id, "from": 30, "limit": 100})
+    assert page["total"] == len(recorded) and page["live"] is False
+    assert [s["journalSeq"] for s in page["steps"]] == [s.journalSeq for s in recorded[29:]]
+    # work-done progress: begin … end
+    token = f"flowtape-run-{run_id}"
+    for _ in range(50):
+        kinds = [v.kind for v in client.progress_reports.get(token, [])]
+        if "end" in kinds:
+            break
+        await asyncio.sleep(0.05)
+    assert kinds[0] == "begin" and kinds[-1] == "end"
+
+
+async def test_slow_run_streams_live(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "slow.py", count_flow(6, delay=0.25))
+    col = collector(client)
+    run_id = (await command(client, "flowtape.run", {"uri": uri_of(flow)}))["runId"]
+    arrivals: list[float] = []
+    seen = 0
+    while True:
+        await col.wait_for("flowtape/steps", lambda p, seen=seen: p["runId"] == run_id and len(col.steps(run_id)) > seen)
+        arrivals.append(time.monotonic())
+        seen = len(col.steps(run_id))
+        if col.of("flowtape/runFinished", run_id) or seen >= 12:
+            break
+    await col.finished(run_id)
+    # the count's steps arrive one by one, a quarter second apart: streamed live, not at the end
+    assert len(col.of("flowtape/steps", run_id)) >= 4
+    progress = [v for v in client.progress_reports.get(f"flowtape-run-{run_id}", []) if v.kind == "report"]
+    assert progress and "steps" in (progress[-1].message or "")
+
+
+async def test_resume_marks_exactly_the_replayed_steps(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(6))
+    col = collector(client)
+    first = (await command(client, "flowtape.run", {"uri": uri_of(flow)}))["runId"]
+    await col.finished(first)
+    resumed = await command(client, "flowtape.resumeAtStep", {"runId": first, "step": 4})
+    done = await col.finished(resumed["runId"])
+    assert done["status"] == "succeeded"
+    started = col.of("flowtape/runStarted", resumed["runId"])[0]
+    assert started["resumedFrom"] == first and started["resumedAtStep"] == 4
+    steps = col.steps(resumed["runId"])
+    assert [s["replayed"] for s in steps] == [s.step <= 4 for s in tape_steps(resumed["runDir"])]
+    assert [s["step"] for s in steps if s["replayed"]] == [1, 2, 3, 4]
+    runs = (await request(client, "flowtape/runs", {"uri": uri_of(flow)}))["runs"]
+    assert [r["runId"] for r in runs] == [resumed["runId"], first]
+    assert runs[0]["resumedFrom"] == first and runs[0]["resumedAtStep"] == 4 and runs[0]["status"] == "succeeded"
+
+
+async def test_rerun_nested_actor_resumes_before_its_last_firing(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "nested.py", FLOW_NESTED)
+    col = collector(client)
+    first = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await col.finished(first["runId"])
+    tape = read_tape(Path(first["runDir"]) / "tape.jsonl")
+    last = [f for f in tape.firings() if f.actor == "wrap/mid/leaf"][-1]
+    assert last.within is not None
+    top = next(s for s in tape.steps() if (s.actor, s.fireCount) == tuple(last.within))
+    rerun = await command(client, "flowtape.rerunActor", {"runId": first["runId"], "actor": "wrap/mid/leaf"})
+    done = await col.finished(rerun["runId"])
+    assert done["status"] == "succeeded"
+    started = col.of("flowtape/runStarted", rerun["runId"])[0]
+    assert started["resumedAtStep"] == top.step - 1
+    again = read_tape(Path(rerun["runDir"]) / "tape.jsonl")
+    live = [f for f in again.firings() if f.actor == "wrap/mid/leaf" and not f.replayed]
+    assert [f.fireCount for f in live] == [last.fireCount]
+
+
+async def test_stop_ends_the_tape_stopped(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "long.py", count_flow(10_000, delay=0.02))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await col.wait_for("flowtape/steps", lambda p: p["runId"] == run["runId"])
+    stopped = await command(client, "flowtape.stop", {"runId": run["runId"]})
+    assert stopped == {"runId": run["runId"], "stopped": True, "status": "stopped"}
+    done = await col.finished(run["runId"])
+    assert done["status"] == "stopped"
+    tape, _ = verify(Path(run["runDir"]) / "tape.jsonl", warn=False)
+    assert tape.end is not None and tape.end.status == "stopped"
+    # stopping a finished run says so
+    again = await command(client, "flowtape.stop", {"runId": run["runId"]})
+    assert again["stopped"] is False and again["status"] == "stopped"
+
+
+async def test_cancelling_the_progress_stops_the_run(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "long.py", count_flow(10_000, delay=0.02))
+    col = collector(client)
+    run_id = (await command(client, "flowtape.run", {"uri": uri_of(flow)}))["runId"]
+    token = f"flowtape-run-{run_id}"
+    await col.wait_for(lsp.PROGRESS, lambda p: p.token == token)
+    client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    done = await col.finished(run_id)
+    assert done["status"] == "stopped"
+
+
+async def test_a_flow_that_exits_mid_run_is_reported_and_the_server_survives(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "crash.py", count_flow(10, exit_at=4))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    done = await col.finished(run["runId"])
+    assert done["status"] == "failed"
+    assert "exited with code 3" in done["error"]
+    assert [s["step"] for s in col.steps(run["runId"])] == [1, 2, 3]
+    tape, _ = verify(Path(run["runDir"]) / "tape.jsonl", warn=False)  # sealed: it verifies
+    assert tape.end is not None and tape.end.status == "failed"
+    runs = (await request(client, "flowtape/runs", {}))["runs"]
+    assert runs[0]["runId"] == run["runId"] and runs[0]["status"] == "failed"
+
+
+async def test_a_run_started_in_a_terminal_is_streamed(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "term.py", count_flow(5, delay=0.1))
+    col = collector(client)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flowtape", "run", str(flow), "--run-id", "from-terminal",
+         "--runs-dir", str(workspace / ".flowtape" / "runs")],
+        cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        started = await col.wait_for("flowtape/runStarted", lambda p: p["runId"] == "from-terminal")
+        assert started["uri"] == uri_of(flow)
+        done = await col.finished("from-terminal")
+    finally:
+        proc.wait(10)
+    assert done["status"] == "succeeded"
+    streamed = col.steps("from-terminal")
+    assert [s["journalSeq"] for s in streamed] == [s.journalSeq for s in tape_steps(str(workspace / ".flowtape/runs/from-terminal"))]
+    assert len(col.of("flowtape/steps", "from-terminal")) >= 2  # live, not all at the end
+
+
+async def test_a_flow_that_cannot_start_still_finishes(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "nowf.py", "x = 1\n")
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    done = await col.finished(run["runId"])
+    assert done["status"] == "failed" and "defines no @workflow" in done["error"]
+    assert col.of("flowtape/runStarted", run["runId"])
+
