@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("lsp", help="start the language server (stdio)")
     p.add_argument("--tcp", type=int, metavar="PORT")
+    p.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (the default)")
+    p.add_argument("--clientProcessId", help=argparse.SUPPRESS)  # added by some language clients
     p.set_defaults(fn=cmd_lsp)
     return parser
 

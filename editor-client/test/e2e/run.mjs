@@ -6,7 +6,7 @@
 //   node test/e2e/run.mjs       (expects the build and code-server to be there)
 //
 // Env: FLOWTAPE_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT_S (default 420),
-//      E2E_KEEP=1 keeps the temp folder, E2E_FAKE_SERVER=1 uses test/e2e/fake-server (development aid).
+//      E2E_KEEP=1 keeps the temp folder.
 import { spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
 import { createServer } from "node:net";
@@ -20,12 +20,8 @@ const ROOT = resolve(CLIENT, "..");
 const RESULTS = join(CLIENT, "test-results");
 const CODE_SERVER = join(ROOT, ".cache/code-server/package/out/node/entry.js");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const FAKE = process.env.E2E_FAKE_SERVER === "1";
 const REAL_PYTHON = process.env.FLOWTAPE_PYTHON ?? join(ROOT, ".venv/bin/python");
-// E2E_FAKE_SERVER=1: a stand-in server (test/e2e/fake-server/) instead of `flowtape lsp`, to work on
-// the extension before the real server exists. The real e2e never uses it.
-const PYTHON = FAKE ? join(HERE, "fake-server/python") : REAL_PYTHON;
-if (FAKE) process.env.FLOWTAPE_REAL_PYTHON = REAL_PYTHON;
+const PYTHON = REAL_PYTHON;
 const TOTAL_S = Number(process.env.E2E_TIMEOUT_S ?? 420);
 const pkg = JSON.parse(readFileSync(join(CLIENT, "package.json"), "utf8"));
 
@@ -96,8 +92,7 @@ function preflight() {
     for (const p of problems) log(`PREFLIGHT FAILED: ${p}`);
     process.exit(2);
   }
-  if (FAKE) log("USING THE FAKE SERVER (E2E_FAKE_SERVER=1): this run does not test the real flowtape language server");
-  const probe = spawnSync(PYTHON, ["-c", FAKE ? "import flowtape, pygls; print(flowtape.__file__)" : "import flowtape, flowtape_lsp.server; print(flowtape.__file__)"], { encoding: "utf8", timeout: 30000 });
+  const probe = spawnSync(PYTHON, ["-c", "import flowtape, flowtape_lsp.server; print(flowtape.__file__)"], { encoding: "utf8", timeout: 30000 });
   if (probe.status === 0) {
     log(`server: ${PYTHON} imports flowtape and flowtape_lsp.server (${probe.stdout.trim()})`);
     return true;
@@ -505,7 +500,6 @@ try {
 console.log("\n==== Flowtape e2e summary ====");
 for (const r of results) console.log(`${r.ok ? "PASS" : "FAIL"}  ${r.name}${r.ok ? "" : `  — ${r.error}`}`);
 if (fatal) console.log(`FAIL  ${fatal.message}`);
-if (FAKE) console.log("NOTE: ran against the FAKE server (E2E_FAKE_SERVER=1), not `flowtape lsp`");
 const failed = results.filter((r) => !r.ok).length + (fatal ? 1 : 0);
 console.log(failed ? `${failed} failure(s); screenshots and logs in editor-client/test-results/` : "all e2e checks passed");
 process.exit(failed ? 1 : 0);
