@@ -502,4 +502,5 @@ for (const r of results) console.log(`${r.ok ? "PASS" : "FAIL"}  ${r.name}${r.ok
 if (fatal) console.log(`FAIL  ${fatal.message}`);
 const failed = results.filter((r) => !r.ok).length + (fatal ? 1 : 0);
 console.log(failed ? `${failed} failure(s); screenshots and logs in editor-client/test-results/` : "all e2e checks passed");
+console.log(`e2e: ${results.filter((r) => r.ok).length} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
