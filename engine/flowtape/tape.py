@@ -88,8 +88,9 @@ class Step(msgspec.Struct, tag="s", tag_field="t", omit_defaults=True):
     h: str = ""
 
 
-class Diverged(msgspec.Struct, tag="diverged", tag_field="t", omit_defaults=True):
-    """Replay stopped for one actor: its inputs differed, or it could not be replayed."""
+class Divergence(msgspec.Struct, omit_defaults=True):
+    """Replay stopped for one actor: its inputs differed, or it could not be replayed.
+    The same struct travels in `run.json` and in the language server's messages."""
 
     actor: str
     fireCount: int
@@ -100,6 +101,14 @@ class Diverged(msgspec.Struct, tag="diverged", tag_field="t", omit_defaults=True
     actual: str | None = None
     recordedPreview: str | None = None
     actualPreview: str | None = None
+
+    def plain(self) -> Divergence:
+        return Divergence(**{name: getattr(self, name) for name in Divergence.__struct_fields__})
+
+
+class Diverged(Divergence, tag="diverged", tag_field="t", omit_defaults=True):
+    """A divergence as a tape record."""
+
     h: str = ""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any, TypeVar
 
 import msgspec
+from flowtape.tape import Divergence
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 # ---- method and command names ------------------------------------------------------------------
@@ -171,18 +172,6 @@ class StepInfo(Message):
     range: Range
     durationMs: float
     diverged: bool = False
-
-
-class Divergence(Message):
-    actor: str
-    fireCount: int
-    reason: str
-    step: int
-    queue: str | None = None
-    recorded: str | None = None
-    actual: str | None = None
-    recordedPreview: str | None = None
-    actualPreview: str | None = None
 
 
 class RunStarted(Message):

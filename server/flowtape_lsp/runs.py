@@ -479,10 +479,7 @@ class RunManager:
 
 
 def divergence(d: Diverged) -> P.Divergence:
-    return P.Divergence(
-        actor=d.actor, fireCount=d.fireCount, reason=d.reason, step=d.step, queue=d.queue, recorded=d.recorded,
-        actual=d.actual, recordedPreview=d.recordedPreview, actualPreview=d.actualPreview,
-    )
+    return d.plain()
 
 
 def _alive(pid: int | None) -> bool:
