@@ -3,6 +3,7 @@
     python bench/run.py            # full bench (about 3 minutes), writes bench/results.json
     python bench/run.py --quick    # reduced sizes (under a minute), writes bench/results-quick.json
     python bench/run.py --no-wfpy  # Flowtape only
+    python bench/run.py --no-lsp   # without the LSP streaming bench (section 5, bench/lsp.py)
     python bench/run.py --profile  # also profile Flowtape's chain run in-process (cProfile)
 
 The flows live once in bench/flows/ with a placeholder import (`from FRAMEWORK import ...`);
@@ -460,6 +461,32 @@ def tape_and_resume(b: Bench, results: dict[str, Any]) -> list[str]:
     return sections
 
 
+# ---- 5: LSP streaming ----------------------------------------------------------------------------------
+
+
+def lsp_streaming(b: Bench, results: dict[str, Any]) -> list[str]:
+    """bench/lsp.py in a child process (Flowtape's interpreter); its table and figures merged here."""
+    out = b.work / "lsp.json"
+    args = [b.py["flowtape"] or sys.executable, str(BENCH / "lsp.py"), "--json", str(out)]
+    if b.args.quick:
+        args.append("--quick")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    t0 = time.perf_counter()
+    with open(b.work / "lsp.log", "wb") as logfile:
+        proc = subprocess.run(args, stdout=logfile, stderr=subprocess.STDOUT, env=env, cwd=b.work)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0 or not out.exists():
+        log(f"lsp      streaming bench failed (exit {proc.returncode}), see {logfile.name}")
+        results["lsp_streaming"] = None
+        return ["\n5. LSP streaming: failed, see " + logfile.name]
+    payload: dict[str, Any] = json.loads(out.read_text())
+    text = payload.pop("table", "")
+    results["lsp_streaming"] = payload
+    log(f"lsp      streaming, memory, requests on a big tape {wall:6.1f}s wall")
+    return [text]
+
+
 # ---- profile ------------------------------------------------------------------------------------------
 
 
@@ -499,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="reduced sizes, under a minute")
     parser.add_argument("--no-wfpy", action="store_true", help="measure Flowtape only")
+    parser.add_argument("--no-lsp", action="store_true", help="skip the LSP streaming bench (section 5)")
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of Flowtape's chain run")
     parser.add_argument("--json", metavar="PATH", help="where to write the results (default bench/results.json,"
                         " bench/results-quick.json with --quick)")
@@ -524,11 +552,13 @@ def main(argv: list[str] | None = None) -> int:
     sections += tape_and_resume(b, results)
 
     # =========================================================================================================
-    # ==== 5. LSP streaming benchmark: RESERVED ===============================================================
-    # The LSP streaming bench (to be written by someone else later) goes here: it is to measure how fast the
-    # language server streams a running tape to the editor (records appended -> notifications received),
-    # in its own child process, adding its rows to `sections` and its figures to `results["lsp_streaming"]`.
+    # ==== 5. LSP streaming benchmark (bench/lsp.py, in its own child process) ================================
+    # How fast the language server streams a running tape to the editor (command -> last step held by the
+    # client), its peak memory, and stepDetail / getSteps on a huge tape. Its rows go to `sections`, its
+    # figures to `results["lsp_streaming"]`.
     # =========================================================================================================
+    if not args.no_lsp:
+        sections += lsp_streaming(b, results)
 
     if args.profile:
         sections.append(profile(b, b.params["ft_n"]["chain"]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import os
 import sys
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import cattrs
+import msgspec
 from flowtape import __version__
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -23,6 +26,8 @@ from . import protocol as P
 from .diagnostics import Diagnostics
 from .runs import RunManager
 from .workspace import uri_to_path
+
+_encoder = msgspec.json.Encoder()
 
 logger = logging.getLogger("flowtape_lsp")
 
@@ -51,9 +56,16 @@ class FlowtapeServer(LanguageServer):
         self.manager.listeners.append(lambda run: self.refresh_views())
 
     def send(self, method: str, message: P.Message) -> None:
-        """A custom notification to the client."""
+        """A custom notification to the client, encoded by msgspec and written as it is: going
+        through pygls's generic serialisation cost more than producing the steps."""
+        writer = self.protocol.writer
+        if writer is None:
+            return
         try:
-            self.protocol.notify(method, message.to_json())
+            body = _encoder.encode({"jsonrpc": "2.0", "method": method, "params": message})
+            result = writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            if inspect.isawaitable(result):
+                asyncio.ensure_future(result)
         except Exception:  # noqa: BLE001 - a client gone away must not kill the streaming task
             logger.warning("sending %s failed", method, exc_info=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from flowtape.tape import ActorInfo, Header
@@ -10,7 +11,9 @@ from pygls.uris import from_fs_path, to_fs_path
 from . import protocol as P
 
 
+@functools.lru_cache(maxsize=1024)
 def path_to_uri(path: str) -> str:
+    # Called for every streamed step: resolving the path each time was most of the server's work.
     return from_fs_path(str(Path(path).resolve())) or ""
 
 
@@ -42,7 +45,7 @@ class Locator:
 
     def __init__(self) -> None:
         self._lengths: dict[str, list[int]] = {}
-        self._actors: dict[int, tuple[Header, dict[str, ActorInfo]]] = {}
+        self._actors: dict[int, tuple[Header, dict[str, ActorInfo], dict[str, tuple[str, P.Range]]]] = {}
 
     def line_length(self, file: str, line0: int) -> int:
         lengths = self._lengths.get(file)
@@ -65,7 +68,10 @@ class Locator:
         if cached is None or cached[0] is not header:
             if len(self._actors) > 64:
                 self._actors.clear()
-            cached = self._actors[id(header)] = (header, {a.path: a for a in header.actors})
+            cached = self._actors[id(header)] = (header, {a.path: a for a in header.actors}, {})
+        known = cached[2].get(path)
+        if known is not None:
+            return known
         actor = cached[1].get(path)
         if actor is None or not actor.file or actor.file.startswith("<"):
             file = header.flowFile
@@ -73,7 +79,8 @@ class Locator:
         else:
             file = actor.file
             line0 = max(actor.line - 1, 0)
-        return path_to_uri(file), line_range(line0, self.line_length(file, line0))
+        found = cached[2][path] = (path_to_uri(file), line_range(line0, self.line_length(file, line0)))
+        return found
 
 
 def line_range(line0: int, length: int = 0) -> P.Range:
