@@ -97,7 +97,9 @@ def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
             pool.in_flight -= 1
             if ctx is None:
                 engine.exclusive = owner
-            engine.cond.notify_all()
+            if engine._wake or engine.halted:  # idle workers care only about top-level news
+                engine._wake = False
+                engine.cond.notify_all()
         return True
     return False
 

@@ -256,7 +256,11 @@ class Engine:
                 self.cond.notify_all()
 
     def _fire_live(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
-        self.cond.release()
+        # Inside a loop or if nothing else may fire anyway: letting go of the lock would only
+        # let idle workers wake up to find that out, once per firing.
+        release = self.exclusive is None
+        if release:
+            self.cond.release()
         error: BaseException | None = None
         try:
             outcome = execute_action(actor, plan, self.work_dir, self.base_dir)
@@ -270,7 +274,8 @@ class Engine:
         except BaseException as exc:  # noqa: BLE001 - any failure of user code fails the run
             error = exc
         finally:
-            self.cond.acquire()
+            if release:
+                self.cond.acquire()
         if error is not None:
             give_back(plan.takes)
             self._fail(actor, fire_count, error)
