@@ -210,21 +210,21 @@ class TapeWriter:
                 os.close(self._fd)
 
 
-class _StepFiller:
-    """Fills in what step records leave out: the actor and fire count of the firing just before
-    (for a simple step), and the kind and source line from the header's actor table."""
+class StepFiller:
+    """Fills in what step records leave out: the actor and fire count of the firing written just
+    before a simple step, and the kind and source line from the header's actor table. A reader
+    that starts mid-tape passes the header and the last firing before its starting point."""
 
-    def __init__(self) -> None:
-        self.actors: dict[str, ActorInfo] = {}
-        self.last: Firing | None = None
+    def __init__(self, header: Header | None = None, last: tuple[str, int] | None = None) -> None:
+        self.actors: dict[str, ActorInfo] = {a.path: a for a in header.actors} if header is not None else {}
+        self.last = last
 
     def see(self, record: Record) -> None:
         if isinstance(record, Firing):
-            self.last = record
+            self.last = (record.actor, record.fireCount)
         elif isinstance(record, Step):
             if not record.actor and self.last is not None:
-                record.actor = self.last.actor
-                record.fireCount = self.last.fireCount
+                record.actor, record.fireCount = self.last
             info = self.actors.get(record.actor)
             if info is not None:
                 record.kind = record.kind or info.kind
@@ -297,7 +297,7 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
                 records.append(_decoder.decode(raw))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise TraceCorruption(f"unreadable record ({exc})", number, "well-formed records") from None
-    filler = _StepFiller()
+    filler = StepFiller()
     lines: list[Line] = []
     for number, (raw, record) in enumerate(zip(raw_lines, records, strict=True), start=1):
         filler.see(record)
@@ -324,7 +324,7 @@ class TapeFollower:
         self.offset = 0
         self.line_number = 0
         self._partial = b""
-        self._filler = _StepFiller()
+        self._filler = StepFiller()
 
     def poll(self, limit_bytes: int = 8 << 20) -> list[Record]:
         try:

@@ -17,7 +17,8 @@ from pathlib import Path
 import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE
-from flowtape.tape import ActorInfo, Diverged, End, Firing, Header, Line, Record, Step, seal
+from flowtape.tape import Diverged, End, Firing, Header, Line, Record, Step, seal
+from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
 
 INDEX_EVERY = 64  # one byte offset kept per this many steps
@@ -104,28 +105,6 @@ def copy_rebuild(rebuild: Rebuild) -> Rebuild:
     twin.diverged = list(rebuild.diverged)
     twin.taken = list(rebuild.taken)
     return twin
-
-
-class Filler:
-    """Fills in what step records leave out: the actor and fire count of the firing written just
-    before a simple step, and the kind and line from the header's actor table."""
-
-    def __init__(self, header: Header | None = None, last: tuple[str, int] | None = None) -> None:
-        self.actors: dict[str, ActorInfo] = {a.path: a for a in header.actors} if header is not None else {}
-        self.last = last
-
-    def see(self, record: Record) -> None:
-        if isinstance(record, Firing):
-            self.last = (record.actor, record.fireCount)
-        elif isinstance(record, Step):
-            if not record.actor and self.last is not None:
-                record.actor, record.fireCount = self.last
-            info = self.actors.get(record.actor)
-            if info is not None:
-                record.kind = record.kind or info.kind
-                record.line = record.line or info.line
-        elif isinstance(record, Header):
-            self.actors = {a.path: a for a in record.actors}
 
 
 @dataclass
