@@ -239,3 +239,13 @@ def test_the_cli_verify(run, capsys, tmp_path):
     assert cli_main(["verify", str(run.parent)]) == 1
     err = capsys.readouterr().err
     assert "line 4" in err and "hash chain" in err
+
+
+def test_a_tape_of_another_format_version_is_refused(run):
+    path = run
+    lines = lines_of(path)
+    lines[0] = lines[0].replace(b'"version":1,', b'"version":2,', 1)
+    write(path, reseal(lines))
+    error = corrupt(path)
+    assert error.line == 1 and error.rule == "a known format version"
+    assert "version 2" in str(error)

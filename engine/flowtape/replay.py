@@ -123,12 +123,13 @@ def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str)
 
 def _plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
     from .tape import Firing, Step, read_tape
-    from .verify import Rebuild, check_chain
+    from .verify import Rebuild, check_chain, check_version
 
     tape_path = run_dir / "tape.jsonl"
     try:
         tape = read_tape(tape_path)
         header = tape.header
+        check_version(header)
         check_chain(tape)
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None

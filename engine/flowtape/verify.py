@@ -10,7 +10,7 @@ import msgspec
 from msgspec import Raw
 
 from .errors import TraceCorruption
-from .tape import HASH_KEY, Diverged, End, Firing, Header, Line, Step, Tape, chain, read_tape
+from .tape import FORMAT_VERSION, HASH_KEY, Diverged, End, Firing, Header, Line, Step, Tape, chain, read_tape
 from .values import canonical, digest
 
 
@@ -132,6 +132,13 @@ def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
     return b"{" + b",".join(parts) + b"}"
 
 
+def check_version(header: Header) -> None:
+    if header.version != FORMAT_VERSION:
+        raise TraceCorruption(
+            f"tape format version {header.version}; this Flowtape reads version {FORMAT_VERSION}", 1, "a known format version"
+        )
+
+
 def check_chain(tape: Tape) -> None:
     previous = ""
     for line in tape.lines:
@@ -155,6 +162,7 @@ def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:
     if not tape.lines:
         raise TraceCorruption("the tape is empty", 1, "header first")
     header = tape.header
+    check_version(header)
     check_chain(tape)
     rebuild = Rebuild(header)
     for line in tape.lines[1:]:
