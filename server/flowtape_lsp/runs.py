@@ -33,6 +33,7 @@ DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
 PROGRESS_EVERY = 0.1
 STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before SIGKILL
 STDERR_KEEP = 16 << 10
+PREINDEX = 3  # finished runs read in the background at startup, newest first
 
 
 @dataclass(eq=False)
@@ -140,8 +141,24 @@ class RunManager:
                 self._spawn(self._follow(run))
             elif run.status == "running":  # its process died while nobody watched
                 run.status, run.finished = "failed", True
-                run.error = "the run's process is gone and its tape has no end record"
+                self._spawn(self._seal_dead(run))
         self._poller = asyncio.ensure_future(self._poll_dir())
+        self._spawn(self._preindex())
+
+    async def _seal_dead(self, run: Run) -> None:
+        """A run whose process died while no server watched: its tape gets its end record now."""
+        await asyncio.to_thread(run.index.ingest_all)
+        await self._close_dead_tape(run)
+
+    async def _preindex(self) -> None:
+        """Read the newest finished runs in the background, so that their first step detail is
+        answered from the index instead of waiting for a whole tape to be read."""
+        finished = sorted((r for r in self.runs.values() if not r.live), key=lambda r: r.started_at or "", reverse=True)
+        for run in finished[:PREINDEX]:
+            try:
+                await asyncio.to_thread(run.index.ingest_all)
+            except Exception:  # noqa: BLE001 - a bad tape is reported when someone asks for it
+                continue
 
     def _dirs(self) -> list[tuple[str, Path]]:
         try:

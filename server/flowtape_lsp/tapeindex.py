@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import msgspec
 from flowtape.errors import TraceCorruption
@@ -237,7 +238,8 @@ class TapeIndex:
             raise TraceCorruption("the first record is not a header", self.lines, "header first")
         if isinstance(record, Firing) and record.produced:
             # a decoded Raw keeps the whole line it came from alive: keep just the token's bytes
-            record.produced = [(i, [msgspec.Raw(bytes(t)) for t in tokens]) for i, tokens in record.produced]
+            # (plain bytes, not a Raw around them: half the objects for every token held in a queue)
+            record.produced = [(i, cast(list[msgspec.Raw], [bytes(t) for t in tokens])) for i, tokens in record.produced]
         self.rebuild.apply(Line(self.lines, b"", record))
         if isinstance(record, Firing):
             top = record.within if record.within is not None else (record.actor, record.fireCount)
