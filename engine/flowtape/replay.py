@@ -5,7 +5,6 @@ top-level firing it ran inside, so the firings a step covers are exact for every
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from msgspec import Raw
 
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
-from .tape import ActorInfo, Header
+from .tape import ActorInfo, Header, gc_paused
 from .values import preview_json
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
@@ -109,16 +108,8 @@ def describe_change(old: Header, actors: list[ActorInfo], queues: list[str]) -> 
 
 def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
     """Check that resuming `run_dir` at `at_step` is sound, and say what each actor replays."""
-    # Building a plan allocates a few hundred thousand long-lived objects; the cyclic GC would
-    # re-scan them over and over (it made resumes several times slower), and none form cycles.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        plan = _plan_resume(run_dir, at_step, net, workflow)
-    finally:
-        if enabled:
-            gc.enable()
-    return plan
+    with gc_paused():  # the plan's objects are many and long-lived (see gc_paused)
+        return _plan_resume(run_dir, at_step, net, workflow)
 
 
 def _plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:

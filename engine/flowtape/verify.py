@@ -10,7 +10,20 @@ import msgspec
 from msgspec import Raw
 
 from .errors import TraceCorruption
-from .tape import FORMAT_VERSION, HASH_KEY, Diverged, End, Firing, Header, Line, Step, Tape, chain, read_tape
+from .tape import (
+    FORMAT_VERSION,
+    HASH_KEY,
+    Diverged,
+    End,
+    Firing,
+    Header,
+    Line,
+    Step,
+    Tape,
+    chain,
+    gc_paused,
+    read_tape,
+)
 from .values import canonical, digest
 
 
@@ -165,6 +178,7 @@ def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:
     check_version(header)
     check_chain(tape)
     rebuild = Rebuild(header)
-    for line in tape.lines[1:]:
-        rebuild.apply(line)
+    with gc_paused():
+        for line in tape.lines[1:]:
+            rebuild.apply(line)
     return tape, rebuild
