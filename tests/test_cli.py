@@ -157,3 +157,40 @@ def test_the_installed_command(tmp_path):
     assert listed.returncode == 0 and "succeeded" in listed.stdout
     bad = subprocess.run([str(exe), "show", "nope", "--runs-dir", "runs"], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("flowtape: no run 'nope'")
+
+
+TYPED_INPUT = '''
+    from flowtape import Port, connect, task, workflow
+
+    @task
+    class Inc:
+        class Ports:
+            In = Port[int](direction="in")
+            Out = Port[int](direction="out")
+
+        def action(self, x):
+            return x + 1
+
+    @workflow(inputs={"In": int}, outputs={"Out": int})
+    def main():
+        a = Inc()
+        connect("In", a.In)
+        connect(a.Out, "Out")
+'''
+
+
+def test_an_input_of_the_wrong_type_is_refused_before_anything_runs(cli, write_flow, tmp_path):
+    flow = write_flow(TYPED_INPUT)
+    code, out, err = cli("run", str(flow), "--input", "In=abc")
+    assert code == 2 and out == ""
+    assert err == "flowtape: input 'In' of workflow main expects int, not str 'abc'\n"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_declared_input_left_out_is_pointed_out(cli, write_flow):
+    flow = write_flow(TYPED_INPUT)
+    code, out, err = cli("run", str(flow))
+    assert code == 0 and out == "Out: []\n"
+    assert "workflow input 'In' gets no value (--input In=VALUE)" in err
+    code, out, err = cli("run", str(flow), "--input", "In=41")
+    assert code == 0 and out == "Out: [42]\n" and "gets no value" not in err

@@ -45,6 +45,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     flow = load_flow(args.flow, args.workflow)
     inputs = dict(_parse_input(i) for i in args.input)
+    if args.resume_from is None:
+        for port in flow.inputs:
+            if port not in inputs:
+                print(f"flowtape: note: workflow input {port!r} gets no value (--input {port}=VALUE)", file=sys.stderr)
     progress = Progress() if sys.stdout.isatty() and not args.json else None
     try:
         result = execute(

@@ -19,6 +19,7 @@ from . import __version__
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, UsageError
 from .graph import Graph, WorkflowDef
 from .network import LAZY, Item, Network, build_network
+from .ports import type_name, types_compatible
 from .replay import ReplayPlan, plan_resume, shape_of
 from .replayer import restore
 from .rundir import (
@@ -34,7 +35,7 @@ from .rundir import (
 )
 from .scheduler import Engine, error_info
 from .tape import FORMAT_VERSION, Diverged, End, ErrorInfo, Header, TapeWriter
-from .values import NotEncodable, decode, encode
+from .values import NotEncodable, decode, encode, preview
 from .verify import outputs_bytes
 
 STOP_GRACE = 10.0
@@ -71,10 +72,16 @@ def _encode_inputs(inputs: dict[str, Any]) -> dict[str, Item]:
 
 
 def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
-    for port in inputs:
+    for port, value in inputs.items():
         if port not in net.seeds and port not in graph.inputs:
             names = ", ".join(graph.inputs) or "none"
             raise UsageError(f"workflow {graph.name} has no input port {port!r} (its inputs: {names})")
+        expected = graph.inputs.get(port)
+        if not types_compatible(type(value), expected):
+            raise UsageError(
+                f"input {port!r} of workflow {graph.name} expects {type_name(expected)}, "
+                f"not {type(value).__name__} {preview(value, 40)}"
+            )
 
 
 def _stuck(net: Network) -> tuple[list[tuple[str, int]], list[str]]:
