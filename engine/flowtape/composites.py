@@ -51,6 +51,7 @@ def _commit_start(
         if q.consumer is not None:
             engine._mark(q.consumer)
     engine.seq += 1
+    inner.taken.extend(takes)
     inner.touched.update(q for q, _ in takes)
     inner.touched.update(q for q, _ in produced)
     if not covered:
@@ -69,7 +70,9 @@ def _commit_start(
 
 def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
     if ctx is None and not engine.halted:
+        engine.last_taken = inner.taken
         engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start, simple=False))
+
 
 def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
     """Fire the first loop or if of `pool` that can fire; nothing else runs meanwhile."""

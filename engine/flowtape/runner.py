@@ -33,7 +33,7 @@ from .rundir import (
     valid_run_id,
     write_summary,
 )
-from .scheduler import Engine, error_info
+from .scheduler import Engine, error_info, final_state
 from .tape import FORMAT_VERSION, Diverged, End, ErrorInfo, Header, TapeWriter
 from .values import NotEncodable, decode, encode, preview
 from .verify import outputs_bytes
@@ -237,6 +237,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         end = End(
             status=status, outputs=outputs_raw, steps=engine.steps, firings=engine.seq, finishedAt=now_iso(),
             error=error, replayStopped=list(engine.diverged), leftovers=leftovers, stuck=stuck,
+            final=final_state(engine) if writer is not None else None,
         )
         if writer is not None:
             writer.write(end)

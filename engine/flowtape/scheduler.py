@@ -27,7 +27,7 @@ from .firing import execute as execute_action
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .source import Site, traceback_site
-from .tape import Diverged, ErrorInfo, Firing, Step, TapeWriter
+from .tape import Diverged, ErrorInfo, Final, Firing, Step, TapeWriter
 from .values import NotEncodable, digest, encode
 
 _NONE_ENC = Raw(encode(None))
@@ -56,6 +56,7 @@ class Context:
     actor: Actor
     fire_count: int
     touched: set[Queue] = field(default_factory=set)
+    taken: list[tuple[Queue, list[Item]]] = field(default_factory=list)  # by every firing of the step
     any_live: bool = False
 
 
@@ -96,6 +97,8 @@ class Engine:
         self.stop_requested = False
         self.exclusive: threading.Thread | None = None
         self.diverged: list[Diverged] = []
+        self.last_taken: list[tuple[Queue, list[Item]]] = []  # what the latest step took, for the end record
+        self.last_step_seq = -1
         self._wake = False
         self.top = Pool(net.top)
         self._by_id = {id(a): a for a in net.actors}
@@ -382,9 +385,11 @@ class Engine:
         if chat is not None:
             record.chat = chat
         if ctx is None:
+            self.last_taken = takes
             touched = {q for q, _ in takes} | {q for q, _ in produced}
             self._write(record, self._step(actor, fire_count, replayed, touched, start))
         else:
+            ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
             ctx.touched.update(q for q, _ in produced)
             if not replayed:
@@ -397,6 +402,7 @@ class Engine:
         now = time.perf_counter()
         if self.on_step is not None:
             self.on_step(self.steps, self.firings, actor.path)
+        self.last_step_seq = self.seq
         step = Step(
             step=self.steps,
             journalSeq=self.seq,
@@ -430,6 +436,19 @@ def _state_problem(path: str, state: dict[str, Any]) -> str:
         except NotEncodable as exc:
             return str(exc.with_prefix(f"{path}.{key}"))
     return f"{path}: the state cannot be saved"
+
+
+def final_state(engine: Engine) -> Final | None:
+    """The run after its last step, for the end record; None if anything was recorded after it."""
+    if engine.steps == 0 or engine.last_step_seq != engine.seq:
+        return None
+    net = engine.net
+    return Final(
+        queues=[(q.index, [Raw(bytes(e)) for _, e in q.items]) for q in net.queues if q.consumer is not None and q.items],
+        states=[(a.path, Raw(a.state_enc)) for a in net.actors if a.state_enc],
+        fireCounts=[(a.path, a.fire_count) for a in net.actors if a.fire_count],
+        lastTaken=[(q.index, [Raw(bytes(e)) for _, e in items]) for q, items in engine.last_taken],
+    )
 
 
 def error_info(failure: Failure) -> ErrorInfo:

@@ -125,6 +125,17 @@ class ErrorInfo(msgspec.Struct, omit_defaults=True):
     traceback: str | None = None
 
 
+class Final(msgspec.Struct, omit_defaults=True):
+    """The run as it stands after its last step, so that a reader can describe that step from the
+    end of the tape alone (a million-firing tape need not be read to show where it failed).
+    Present when nothing was recorded after the last step; `verify` checks it like the rest."""
+
+    queues: list[tuple[int, list[Raw]]] = []  # non-empty queues other than the outputs
+    states: list[tuple[str, Raw]] = []  # each actor's latest recorded state
+    fireCounts: list[tuple[str, int]] = []
+    lastTaken: list[tuple[int, list[Raw]]] = []  # the tokens the last step's firings took
+
+
 class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     status: str  # succeeded | failed | stopped
     outputs: Raw
@@ -135,6 +146,7 @@ class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     replayStopped: list[Diverged] = []
     leftovers: list[tuple[str, int]] = []
     stuck: list[str] = []
+    final: Final | None = None
     h: str = ""
 
 

@@ -4,6 +4,7 @@ support their own story (`TraceCorruption` names the line and the rule)."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -15,6 +16,7 @@ from .tape import (
     HASH_KEY,
     Diverged,
     End,
+    Final,
     Firing,
     Header,
     Line,
@@ -44,6 +46,9 @@ class Rebuild:
         self.taken: list[tuple[int, list[Raw]]] = []
         self.ended: End | None = None
         self.diverged: list[Diverged] = []
+        self._step_taken: dict[tuple[str, int], list[tuple[int, list[Raw]]]] = {}  # by top-level firing
+        self.last_taken: list[tuple[int, list[Raw]]] = []  # what the latest step's firings took
+        self.last_step_seq = 0
         inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw]) if header.inputs else {}
         for index, qid in enumerate(header.queues):
             if qid.startswith("$.") and "->" in qid:
@@ -93,6 +98,8 @@ class Rebuild:
                     n, "consumed digests match the tokens produced into the queue, in FIFO order",
                 )
             taken.append((index, items))
+        top = f.within if f.within is not None else (f.actor, f.fireCount)
+        self._step_taken.setdefault((top[0], top[1]), []).extend(taken)
         for index, tokens in f.produced:
             q = self._queue(index, n)
             q.extend(tokens)
@@ -121,6 +128,8 @@ class Rebuild:
                 f"step names {s.actor} firing {s.fireCount}, which is not recorded", n, "steps name completed firings"
             )
         self.step = s.step
+        self.last_taken = self._step_taken.pop((s.actor, s.fireCount), [])
+        self.last_step_seq = s.journalSeq
 
     def _end(self, e: End, n: int) -> None:
         rebuilt = self.outputs_raw()
@@ -131,7 +140,34 @@ class Rebuild:
                 f"the end counts {e.steps} steps and {e.firings} firings; the tape holds {self.step} and {self.seq}",
                 n, "the end agrees with the rebuilt run",
             )
+        if e.final is not None:
+            self._check_final(e.final, n)
         self.ended = e
+
+    def _check_final(self, final: Final, n: int) -> None:
+        """The end's picture of the run after its last step must be the rebuilt one."""
+        names = self.header.queues
+
+        def tokens(pairs: Iterable[tuple[int, Iterable[Raw]]]) -> dict[int, list[bytes]]:
+            return {i: [bytes(t) for t in toks] for i, toks in pairs}
+
+        outputs = {i for i, name in enumerate(names) if name.startswith("$.") and "->" not in name}
+        rebuilt = tokens((i, q) for i, q in enumerate(self.queues) if q and i not in outputs)
+        problems = []
+        if self.last_step_seq != self.seq:
+            problems.append("firings were recorded after the last step")
+        if tokens(final.queues) != rebuilt:
+            problems.append("queue contents")
+        if {a: bytes(r) for a, r in final.states} != {a: bytes(r) for a, r in self.states.items()}:
+            problems.append("actor states")
+        if dict(final.fireCounts) != {a: c for a, c in self.fire_counts.items() if c}:
+            problems.append("fire counts")
+        if tokens(final.lastTaken) != tokens(self.last_taken) or len(final.lastTaken) != len(self.last_taken):
+            problems.append("the last step's inputs")
+        if problems:
+            raise TraceCorruption(
+                f"the end record's final state differs from the rebuilt run: {', '.join(problems)}", n, "the end agrees with the rebuilt run"
+            )
 
     def outputs_raw(self) -> bytes:
         return outputs_bytes(

@@ -15,7 +15,7 @@ from lsprotocol import types as lsp
 
 from . import protocol as P
 from .runs import Run
-from .tapeindex import AtStep, Filler, iter_lines
+from .tapeindex import AtStep, Filler, iter_lines, last_step_from_end
 from .workspace import flow_path, same_file
 
 if TYPE_CHECKING:
@@ -30,8 +30,7 @@ def _previews(tokens: list[msgspec.Raw], limit: int = 60, most: int = 20) -> lis
 
 
 def describe(run: Run, at: AtStep) -> P.StepDetailResult:
-    header = run.index.header
-    assert header is not None
+    header = at.rebuild.header
     names = header.queues
     rebuild = at.rebuild
     taken = [P.QueueTokens(queue=names[i], tokens=_previews(tokens)) for _, took in at.firings for i, tokens in took]
@@ -164,6 +163,10 @@ def register(server: FlowtapeServer) -> None:
     async def step_detail(params: Any) -> Any:
         p = P.decode_params(params, P.StepDetailParams)
         run = manager.get(p.runId)
+        if not run.live and not run.index.finished:  # a finished run not read (through) yet: try its end first
+            fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)
+            if fast is not None:
+                return describe(run, fast).to_json()
         await manager.ready(run)
         _step_in_range(run, p.step, 1)
         at = await asyncio.to_thread(run.index.at_step, p.step)

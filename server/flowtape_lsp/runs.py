@@ -33,7 +33,8 @@ DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
 PROGRESS_EVERY = 0.1
 STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before SIGKILL
 STDERR_KEEP = 16 << 10
-PREINDEX = 3  # finished runs read in the background at startup, newest first
+PREINDEX = 3  # finished runs read in the background at startup, newest first ...
+PREINDEX_MAX_BYTES = 32 << 20  # ... when small: a big tape's last step is answered from its end
 
 
 @dataclass(eq=False)
@@ -153,8 +154,12 @@ class RunManager:
     async def _preindex(self) -> None:
         """Read the newest finished runs in the background, so that their first step detail is
         answered from the index instead of waiting for a whole tape to be read."""
+        await asyncio.sleep(1.0)  # let the editor's first requests go first
         finished = sorted((r for r in self.runs.values() if not r.live), key=lambda r: r.started_at or "", reverse=True)
         for run in finished[:PREINDEX]:
+            with contextlib.suppress(OSError):
+                if run.index.path.stat().st_size > PREINDEX_MAX_BYTES:
+                    continue
             try:
                 await asyncio.to_thread(run.index.ingest_all)
             except Exception:  # noqa: BLE001 - a bad tape is reported when someone asks for it

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 from flowtape.errors import TraceCorruption
@@ -152,6 +152,90 @@ def iter_lines(path: Path, offset: int, line: int, filler: Filler) -> Iterator[t
                 pos = cut + 1
             base += pos
             rest = data[pos:]
+
+
+TAIL_LIMIT = 64 << 20  # how far back from the end a last-step detail may read
+
+
+def last_step_from_end(path: Path, number: int) -> AtStep | None:
+    """The detail of a finished run's last step, read from the two ends of its tape only: the
+    header, the end record (whose `final` holds the run as it stood after the last step) and
+    the records back to the step before the last one. None when the tape cannot answer that way
+    (not finished, not the last step, or firings recorded after it): read the tape instead."""
+    try:
+        with open(path, "rb") as fh:
+            header = _decoder.decode(fh.readline())
+            body = fh.tell()
+            size = fh.seek(0, os.SEEK_END)
+            end_at = _line_start(fh, size - 1, body)
+            fh.seek(end_at)
+            end = _decoder.decode(fh.read(size - end_at).rstrip(b"\n"))
+            if not isinstance(header, Header) or not isinstance(end, End) or end.final is None or end.steps != number:
+                return None
+            found, span = None, 1 << 16
+            while found is None and span <= TAIL_LIMIT:
+                start = max(body, end_at - span)
+                fh.seek(start)
+                lines = fh.read(end_at - start).split(b"\n")
+                if start > body:
+                    lines = lines[1:]  # cut mid-line
+                found = _last_step_window([_decoder.decode(raw) for raw in lines if raw], whole=start == body)
+                if start == body:
+                    break
+                span *= 4
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if found is None:
+        return None
+    filler = Filler(header)
+    for record in found:
+        filler.see(record)
+    step = next(r for r in reversed(found) if isinstance(r, Step))
+    rebuild = Rebuild(header, check_digests=False)
+    final = end.final
+    for index, tokens in final.queues:
+        rebuild.queues[index].extend(tokens)
+    outputs = msgspec.json.decode(end.outputs, type=dict[str, list[msgspec.Raw]])
+    for index, qid in enumerate(header.queues):
+        if qid.startswith("$.") and "->" not in qid:
+            rebuild.queues[index].extend(outputs.get(qid[2:], []))
+    rebuild.states = dict(final.states)
+    rebuild.fire_counts = dict(final.fireCounts)
+    firings = [r for r in found if isinstance(r, Firing)]
+    taken = list(final.lastTaken)
+    return AtStep(step, rebuild, [(f, taken if i == 0 else []) for i, f in enumerate(firings)])
+
+
+def _line_start(fh: Any, last: int, floor: int) -> int:
+    """Where the line holding byte `last` starts, searching backwards (not before `floor`)."""
+    pos = last
+    while pos > floor:
+        step = min(1 << 16, pos - floor)
+        fh.seek(pos - step)
+        cut = fh.read(step).rfind(b"\n", 0, step if pos < last else step - 1)
+        if cut >= 0:
+            return pos - step + cut + 1
+        pos -= step
+    return floor
+
+
+def _last_step_window(records: list[Record], whole: bool) -> list[Record] | None:
+    """The records from just after the step before the last one up to the last step (the records
+    given end just before the end record)."""
+    last = None
+    for i in range(len(records) - 1, -1, -1):
+        record = records[i]
+        if isinstance(record, Step):
+            last = i
+            break
+        if isinstance(record, Firing):
+            return None  # recorded after the last step: the end's picture is not the step's
+    if last is None:
+        return None
+    previous = next((i for i in range(last - 1, -1, -1) if isinstance(records[i], Step)), None)
+    if previous is None and not whole:
+        return None  # the window does not reach back to the step before
+    return records[(previous if previous is not None else -1) + 1 : last + 1]
 
 
 class TapeIndex:

@@ -1,0 +1,38 @@
+"""The last step of a finished run is described from the two ends of its tape (header and end
+record) exactly as a full read of the tape describes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from flowtape.loader import load_module
+from flowtape.runner import execute
+from flowtape_lsp.commands import describe
+from flowtape_lsp.tapeindex import TapeIndex, last_step_from_end
+
+REPO = Path(__file__).resolve().parents[2]
+FLOWS = [REPO / "examples" / name for name in ("chain.py", "loop_accumulator.py", "nested.py", "review.py", "fanout_join.py")]
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+@pytest.mark.parametrize("flow", FLOWS, ids=lambda p: p.stem)
+def test_the_last_step_from_the_end_equals_a_full_read(flow, workers, tmp_path):
+    result = execute(load_module(flow).main, max_workers=workers, runs_dir=tmp_path)
+    assert result.run_dir is not None and result.steps > 0
+    run = SimpleNamespace(run_id=result.run_id)
+    fast = last_step_from_end(result.run_dir / "tape.jsonl", result.steps)
+    assert fast is not None
+    index = TapeIndex(result.run_dir)
+    index.ingest_all()
+    assert describe(run, fast) == describe(run, index.at_step(result.steps))  # type: ignore[arg-type]
+
+
+def test_only_the_last_step_of_a_finished_run_is_answered_from_the_end(tmp_path):
+    result = execute(load_module(FLOWS[0]).main, max_workers=1, runs_dir=tmp_path)
+    tape = result.run_dir / "tape.jsonl"
+    assert last_step_from_end(tape, result.steps - 1) is None
+    lines = tape.read_bytes().splitlines(keepends=True)
+    tape.write_bytes(b"".join(lines[:-1]))  # no end record: still running, or killed
+    assert last_step_from_end(tape, result.steps) is None
