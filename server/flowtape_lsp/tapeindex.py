@@ -18,7 +18,7 @@ from typing import Any, cast
 import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE
-from flowtape.tape import Diverged, End, Firing, Header, Line, Record, Step, seal
+from flowtape.tape import Diverged, End, Firing, Header, Line, Record, Step, gc_paused, seal
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
 
@@ -247,7 +247,7 @@ class TapeIndex:
         self.lock = threading.RLock()
         self.offset = 0  # just after the last complete line read
         self.lines = 0
-        self.last_hash = ""
+        self._last_raw = b""  # the last complete line read: its hash chains an end record we may add
         self.header: Header | None = None
         self.rebuild: Rebuild | None = None
         self.end: End | None = None
@@ -264,6 +264,11 @@ class TapeIndex:
         self._awaiting_step: dict[tuple[str, int], list[str]] = {}
         self._partial = False
 
+    @property
+    def last_hash(self) -> str:
+        cut = self._last_raw.rfind(b',"h":"')
+        return self._last_raw[cut + 6 : -2].decode(errors="replace") if cut >= 0 else ""
+
     # ---- following ------------------------------------------------------------------------------
 
     @property
@@ -272,7 +277,7 @@ class TapeIndex:
 
     def ingest(self, limit: int = CHUNK) -> list[Step]:
         """Read what was appended since the last call; returns the new steps."""
-        with self.lock:
+        with self.lock, gc_paused():
             if self.finished:
                 return []
             try:
@@ -308,9 +313,7 @@ class TapeIndex:
         self.lines += 1
         record = _decoder.decode(raw)
         self.filler.see(record)
-        cut = raw.rfind(b',"h":"')
-        if cut >= 0:
-            self.last_hash = raw[cut + 6 : -2].decode(errors="replace")
+        self._last_raw = raw
         if isinstance(record, Header):
             if self.header is not None:
                 raise TraceCorruption("a second header", self.lines, "one header, first")
@@ -343,7 +346,8 @@ class TapeIndex:
             self.diverged_steps.add(record.step)
         elif isinstance(record, End):
             self.end = record
-        self.rebuild.chats.clear()
+        if self.rebuild.chats:
+            self.rebuild.chats.clear()
 
     def _snapshot(self, step: int, after: int) -> None:
         assert self.rebuild is not None
