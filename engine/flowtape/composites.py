@@ -88,6 +88,8 @@ def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
         owner = engine.exclusive
         if ctx is None:
             engine.exclusive = me
+            if engine.tape is not None:
+                engine.tape.hold()
         actor.running = True
         pool.in_flight += 1
         try:
@@ -100,11 +102,14 @@ def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
             pool.in_flight -= 1
             if ctx is None:
                 engine.exclusive = owner
+                if engine.tape is not None:
+                    engine.tape.release()
             if engine._wake or engine.halted:  # idle workers care only about top-level news
                 engine._wake = False
                 engine.cond.notify_all()
         return True
     return False
+
 
 def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list[Item]]], list[tuple[Queue, list[Item]]], str | None] | None:
     takes: list[tuple[Queue, list[Item]]] = []

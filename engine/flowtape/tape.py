@@ -183,6 +183,7 @@ class TapeWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._last = ""
         self._lock = threading.Lock()
+        self._held: list[bytes] | None = None
         self.closed = False
 
     def write(self, *records: msgspec.Struct) -> None:
@@ -193,9 +194,27 @@ class TapeWriter:
             for record in records:
                 line, self._last = seal(record, self._last)
                 parts.append(line)
+            if self._held is not None:
+                self._held.extend(parts)
+                return
             os.write(self._fd, b"".join(parts))
             if self.durable:
                 os.fsync(self._fd)
+
+    def hold(self) -> None:
+        """Keep records until `release`: a loop item's or an if's firings are written in one go
+        with the step that completes them. Nothing else is written meanwhile (a loop or an if
+        runs alone), and a crash loses only firings that no step covers, which a resume re-runs."""
+        with self._lock:
+            self._held = []
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, None
+            if held and not self.closed:
+                os.write(self._fd, b"".join(held))
+                if self.durable:
+                    os.fsync(self._fd)
 
     def copy_replayed(self, lines: list[bytes]) -> None:
         """Append records of another tape, marked `replayed` and chained anew: the prefix a
