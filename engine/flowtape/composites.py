@@ -11,8 +11,7 @@ from msgspec import Raw
 
 from .firing import Plan, value_of
 from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy
-from .tape import Firing
-from .values import NotEncodable, digest, encode
+from .values import NotEncodable, encode
 
 if TYPE_CHECKING:
     from .scheduler import Context, Engine, Pool
@@ -46,27 +45,14 @@ def _commit_start(
     covered = (actor.path, fire_count) in engine.covered
     actor.fire_count = fire_count
     engine.firings += 1
-    for q, items in produced:
-        q.items.extend(items)
-        if q.consumer is not None:
-            engine._mark(q.consumer)
+    engine._put(produced)
     engine.seq += 1
     inner.taken.extend(takes)
     inner.touched.update(q for q, _ in takes)
     inner.touched.update(q for q, _ in produced)
     if not covered:
         inner.any_live = True
-    engine._write(
-        Firing(
-            seq=engine.seq,
-            actor=actor.path,
-            fireCount=fire_count,
-            consumed=[(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
-            produced=[(q.index, [e for _, e in items]) for q, items in produced],
-            within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
-            replayed=covered,
-        )
-    )
+    engine._write(engine._firing_record(actor, fire_count, takes, produced, ctx, covered))
 
 def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
     if ctx is None and not engine.halted:

@@ -357,10 +357,7 @@ class Engine:
         """Put what a firing produced and write its record (and its step, at the top level)."""
         actor.fire_count = fire_count
         self.firings += 1
-        for q, items in produced:
-            q.items.extend(items)
-            if q.consumer is not None:
-                self._mark(q.consumer)
+        self._put(produced)
         pool = actor.pool
         pool.progress += 1
         self.seq += 1
@@ -370,16 +367,8 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        record = Firing(
-            seq=self.seq,
-            actor=actor.path,
-            fireCount=fire_count,
-            consumed=digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
-            produced=[(q.index, [e for _, e in items]) for q, items in produced],
-            within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
-            replayed=replayed,
-            notReplayable=not_replayable,
-        )
+        record = self._firing_record(actor, fire_count, takes, produced, ctx, replayed, digests)
+        record.notReplayable = not_replayable
         if state is not None:
             record.state = state
         if chat is not None:
@@ -395,6 +384,32 @@ class Engine:
             if not replayed:
                 ctx.any_live = True
             self._write(record)
+
+    def _put(self, produced: list[tuple[Queue, list[Item]]]) -> None:
+        for q, items in produced:
+            q.items.extend(items)
+            if q.consumer is not None:
+                self._mark(q.consumer)
+
+    def _firing_record(
+        self,
+        actor: Actor,
+        fire_count: int,
+        takes: list[tuple[Queue, list[Item]]],
+        produced: list[tuple[Queue, list[Item]]],
+        ctx: Context | None,
+        replayed: bool,
+        digests: list[tuple[int, int, str]] | None = None,
+    ) -> Firing:
+        return Firing(
+            seq=self.seq,
+            actor=actor.path,
+            fireCount=fire_count,
+            consumed=digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
+            produced=[(q.index, [e for _, e in items]) for q, items in produced],
+            within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
+            replayed=replayed,
+        )
 
     def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float, simple: bool = True) -> Step:
         """A step record; a simple step leaves out the actor and fire count of the firing just before it."""
