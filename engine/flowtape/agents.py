@@ -23,8 +23,12 @@ def _synthesize(port: str, port_type: Any) -> Any:
     return f"mock:{port}"
 
 
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else preview(value, 400)
+
+
 def _payload(prompt: str, inputs: dict[str, Any]) -> str:
-    shown = {port: preview(value, 400) for port, value in inputs.items()}
+    shown = {port: _shown(value) for port, value in inputs.items()}
     return f"{prompt}\n\n{json.dumps(shown, ensure_ascii=False)}" if inputs else prompt
 
 
@@ -45,7 +49,7 @@ def ask(spec: TaskSpec, obj: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any
                 answer[port] = value(inputs) if callable(value) else value
             else:
                 answer[port] = _synthesize(port, declared.type)
-    reply = json.dumps({"outputs": {p: preview(v, 400) for p, v in answer.items()}}, ensure_ascii=False)
+    reply = json.dumps({"outputs": {p: _shown(v) for p, v in answer.items()}}, ensure_ascii=False)
     added = [{"role": "user", "content": _payload(config.prompt, inputs)}, {"role": "assistant", "content": reply}]
     history.extend(added)
     obj.chat_history = history
