@@ -40,6 +40,40 @@ class Src:
 
 
 @task
+class Five:
+    """A source that emits its five `values` in one firing, once: they are all queued at once."""
+
+    values: list
+    _done: bool = False
+
+    class Ports:
+        Out = Port[object](direction="out")
+
+    @action(consumes={}, produces={"Out": 5})
+    @guard(lambda self: not self._done)
+    def emit(self):
+        self._done = True
+        return list(self.values)
+
+
+@task
+class Three:
+    """Like Five, with three `values`."""
+
+    values: list
+    _done: bool = False
+
+    class Ports:
+        Out = Port[object](direction="out")
+
+    @action(consumes={}, produces={"Out": 3})
+    @guard(lambda self: not self._done)
+    def emit(self):
+        self._done = True
+        return list(self.values)
+
+
+@task
 class Counter:
     """A guarded zero-input source: emits 1..n."""
 
@@ -233,14 +267,16 @@ class PairGuard:
 
 @workflow
 def pair_guard_flow():
-    src = Src(values=[1, 2, 9, 3, 4])
+    src = Five(values=[1, 2, 9, 3, 4])  # all five queued before g fires: the guard sees pairs
     g = PairGuard()
     connect(src.Out, g.In)
     connect(g.Out, "Out")
 
 
 def test_a_guard_peeks_at_every_token_the_action_would_take():
-    out = _run(pair_guard_flow).outputs["Out"]
+    result = _run(pair_guard_flow)
+    assert result.firings == 4 and not result.leftovers
+    out = result.outputs["Out"]
     # (1, 2) ordered; (9, 3) not: 9 alone; (3, 4) ordered
     assert out == [["ordered", 1, 2], ["single", 9], ["ordered", 3, 4]]
 
@@ -731,8 +767,10 @@ class FailSecond:
 
 @workflow
 def atomic_flow():
-    xs = Src(values=[1, 2, 3, 4, 5])
-    ys = Src(values=[10, 20, 30])
+    # each source queues all its tokens in its first firing, so f's second firing takes from the
+    # head of queues that still hold tokens behind what it took
+    xs = Five(values=[1, 2, 3, 4, 5])
+    ys = Three(values=[10, 20, 30])
     f = FailSecond()
     connect(xs.Out, f.A)
     connect(ys.Out, f.B)
@@ -873,9 +911,47 @@ def test_max_workers_1_order_is_documented_and_deterministic(runs_dir):
 
     first = steps("one")
     assert first == steps("two")
-    # the first ready actor in declaration order (c, s, i) fires next: the source drains first,
-    # then s (declared before i) fires as soon as i has given it a token
-    assert [a for a, _ in first[0]] == ["c"] * 4 + ["i", "s"] * 4
+    # rounds: every ready actor fires once per round, in declaration order (c, s, i), so the
+    # source does not drain first: c emits one token, i (ready; s is not) takes it, and s, given a
+    # token by i and not yet fired in this round, fires in it too; then c again in the next round
+    assert first[0] == [(a, n) for n in range(1, 5) for a in ("c", "i", "s")]
+    assert first[1] == first[0]  # one firing per step at the top level
+
+
+@task
+class Burst3:
+    """Each token in gives three out, in one firing."""
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    @action(consumes={"In": 1}, produces={"Out": 3})
+    def burst(self, x):
+        return [x, x + 1, x + 2]
+
+
+@workflow
+def round_flow():
+    c = Counter(n=2)
+    b = Burst3()
+    e = Echo()
+    i = Inc()
+    connect(c.Out, b.In)
+    connect(b.Out, e.In)
+    connect(e.Out, i.In)
+    connect(i.Out, "Out")
+
+
+def test_max_workers_1_an_actor_that_has_fired_waits_for_the_next_round(runs_dir):
+    doc = flowtape.scheduler.__doc__
+    assert "rounds" in doc and "waits for the next round" in doc
+    result = execute(round_flow, max_workers=1, runs_dir=runs_dir)
+    steps = [s.actor for s in read_tape(result.run_dir / "tape.jsonl").steps()]
+    # round 1: c, b, then e and i once each though e holds three tokens; round 2: c (its second
+    # number), b, e, i; round 3 on: c and b have nothing left, e and i once per round until empty
+    assert steps == ["c", "b", "e", "i", "c", "b", "e", "i"] + ["e", "i"] * 4
+    assert result.outputs == {"Out": [2, 3, 4, 3, 4, 5]}
 
 
 @workflow(inputs={"In": list}, outputs={"M": list, "S": list})

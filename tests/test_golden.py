@@ -80,8 +80,9 @@ def test_a_changed_flow_fails_naming_the_first_step_that_moved():
     with pytest.raises(AssertionError) as info:
         assert_golden(_changed_chain(), GOLDEN / "chain.json")
     message = str(info.value)
-    # steps 1-5 are the source's, unchanged; step 6 is double's first firing, which now puts 3
-    assert "step 6 moved (double fire 1)" in message
+    # one worker, in rounds: step 1 is the source's first firing, unchanged; step 2 is double's
+    # first firing, which now puts 3
+    assert "step 2 moved (double fire 1)" in message
     assert "firings:" in message
     assert "actor:" not in message and "queues:" not in message
     assert str(GOLDEN / "chain.json") in message
@@ -90,10 +91,9 @@ def test_a_changed_flow_fails_naming_the_first_step_that_moved():
 def test_a_longer_run_fails_naming_the_step_where_it_departs():
     with pytest.raises(GoldenMismatch) as info:
         check(_longer_chain(), GOLDEN / "chain.json")
-    message = str(info.value)
-    # the source fires a 6th time where double used to fire first
-    assert "step 6 moved (double fire 1)" in message
-    assert "actor:" in message and "fireCount:" in message
+    # in rounds each number goes down the whole chain before the next is emitted: steps 1-15 are
+    # unchanged, and the run departs where the source fires a 6th time, after the golden's last step
+    assert str(info.value) == f"{GOLDEN / 'chain.json'}: step 16 is new: numbers fire 6"
 
 
 def test_compare_names_changed_fields_new_and_missing_steps():
@@ -104,7 +104,11 @@ def test_compare_names_changed_fields_new_and_missing_steps():
     assert compare(shorter, golden).startswith("step 15 is new: add_one fire 5")
     moved = json.loads(json.dumps(golden))
     moved["steps"][2]["journalSeq"] = 99
-    assert compare(golden, moved) == "step 3 moved (numbers fire 3): journalSeq: 3 -> 99"
+    assert compare(golden, moved) == "step 3 moved (add_one fire 1): journalSeq: 3 -> 99"
+    departed = {**golden, "steps": golden["steps"][:2] + golden["steps"][3:]}  # step 3 left out
+    message = compare(golden, departed)
+    assert message.startswith('step 3 moved (add_one fire 1): actor: "add_one" -> "numbers"; ')
+    assert 'fireCount: 1 -> 2; ' in message and "journalSeq: 3 -> 4" in message
     ended = json.loads(json.dumps(golden))
     ended["end"]["outputs"]["Out"][0] = 4
     assert compare(golden, ended).startswith("end changed")

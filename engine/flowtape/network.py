@@ -67,6 +67,7 @@ class Actor:
     state_enc: bytes = b""
     dirty: bool = False
     running: bool = False
+    turn: int = 0  # the scheduling round in which it may fire next
     idle: bool = False  # a source whose last try gave nothing: retried only at its pool's quiescence
     pool: Any = None
     pools: dict[str, Any] = field(default_factory=dict)  # a composite's pools, by branch

@@ -1,10 +1,12 @@
 """The scheduler: fires ready actors (in parallel at the top level), records every firing and
 step on the tape as it completes, replays recorded firings, and stops cleanly.
 
-Order: within a pool, the ready actor declared first fires next; loops and ifs fire only when
+Order: within a pool, actors fire in rounds: in each round every ready actor fires once, in
+declaration order, and an actor that has fired waits for the next round. So a source that could
+go on forever does not starve what it feeds, and queues stay short. Loops and ifs fire only when
 nothing else in their pool is ready or running, and nothing else fires while they run.
-With max_workers=1 that order is deterministic: one firing at a time, always the first ready actor
-in declaration order, so two runs of the same flow on the same inputs write the same steps."""
+With max_workers=1 that order is deterministic: one firing at a time, in rounds as above, so two
+runs of the same flow on the same inputs write the same steps."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ class Pool:
     """Actors one drain runs: the top level, or one composite's members (a loop body, an if branch)."""
 
     def __init__(self, members: list[Actor]) -> None:
-        self.heap: list[tuple[int, int]] = []
+        self.heap: list[tuple[int, int, int]] = []  # (round, declaration index, actor key)
+        self.round = 0  # the round of the firing being chosen
         self.members = members
         self.controls = [a for a in members if a.control]
         self.idle: list[tuple[Actor, int]] = []
@@ -46,7 +49,7 @@ class Pool:
     def mark(self, actor: Actor) -> None:
         if not actor.dirty and not actor.control:
             actor.dirty = True
-            heapq.heappush(self.heap, (actor.index, id(actor)))
+            heapq.heappush(self.heap, (max(actor.turn, self.round), actor.index, id(actor)))
 
 
 @dataclass
@@ -217,7 +220,7 @@ class Engine:
     def _next(self, pool: Pool) -> tuple[Actor | None, Plan | None]:
         heap = pool.heap
         while heap:
-            _, key = heapq.heappop(heap)
+            pool.round, _, key = heapq.heappop(heap)
             actor = self._by_id[key]
             actor.dirty = False
             if actor.running:
@@ -238,6 +241,7 @@ class Engine:
     # ---- firing ---------------------------------------------------------------------------------
 
     def _fire(self, actor: Actor, plan: Plan, pool: Pool, ctx: Context | None) -> None:
+        actor.turn = pool.round + 1
         actor.running = True
         pool.in_flight += 1
         fire_count = actor.fire_count + 1

@@ -143,11 +143,15 @@ async def test_cancelling_the_progress_stops_the_run(client: LanguageClient, wor
 async def test_a_flow_that_exits_mid_run_is_reported_and_the_server_survives(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "crash.py", count_flow(10, exit_at=4))
     col = collector(client)
-    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    # one worker, in rounds: count and double alternate, so count's 4th firing (the exit) comes
+    # after steps count 1, double 1, count 2, double 2, count 3, double 3
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1})
     done = await col.finished(run["runId"])
     assert done["status"] == "failed"
     assert "exited with code 3" in done["error"]
-    assert [s["step"] for s in col.steps(run["runId"])] == [1, 2, 3]
+    steps = col.steps(run["runId"])
+    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert [(s["actor"], s["fireCount"]) for s in steps] == [(a, i) for i in (1, 2, 3) for a in ("count", "double")]
     tape, _ = verify(Path(run["runDir"]) / "tape.jsonl", warn=False)  # sealed: it verifies
     assert tape.end is not None and tape.end.status == "failed"
     runs = (await request(client, "flowtape/runs", {}))["runs"]
