@@ -49,17 +49,20 @@ def describe(run: Run, at: AtStep) -> P.StepDetailResult:
 
 
 def run_info(run: Run) -> P.RunInfo:
-    steps = run.index.steps
-    if not steps and not run.live:
-        from flowtape.rundir import read_summary
-
-        summary = read_summary(run.run_dir)
-        steps = summary.steps if summary is not None else 0
+    steps = run.index.steps if run.live or run.index.finished else _recorded_steps(run, run.index.steps)
     return P.RunInfo(
         runId=run.run_id, workflow=run.workflow, uri=run.uri, status=run.status, steps=steps,
         startedAt=run.started_at, runDir=str(run.run_dir), finishedAt=run.finished_at,
         resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
     )
+
+
+def _recorded_steps(run: Run, read: int) -> int:
+    """How many steps a finished run has, before its tape is read through: its run.json says."""
+    from flowtape.rundir import read_summary
+
+    summary = read_summary(run.run_dir)
+    return max(read, summary.steps) if summary is not None and summary.status != "running" else read
 
 
 def _step_in_range(run: Run, step: int, low: int) -> None:
@@ -151,12 +154,15 @@ def register(server: FlowtapeServer) -> None:
     async def get_steps(params: Any) -> Any:
         p = P.decode_params(params, P.GetStepsParams)
         run = manager.get(p.runId)
-        index = await manager.ready(run)
-        if p.from_ > index.steps + 1:
-            raise P.not_found(f"step {p.from_} is out of range: run {run.run_id} has steps 1 to {index.steps}")
+        index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
+        total = index.steps if run.live or index.finished else _recorded_steps(run, index.steps)
+        if p.from_ > total + 1:
+            raise P.not_found(f"step {p.from_} is out of range: run {run.run_id} has steps 1 to {total}")
+        if p.from_ > index.steps:  # past what was read so far: read the rest
+            index = await manager.ready(run)
         steps = await asyncio.to_thread(index.read_steps, p.from_, p.limit)
         return P.GetStepsResult(
-            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=index.steps, live=run.live,
+            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=total, live=run.live,
         ).to_json()
 
     @server.feature(P.STEP_DETAIL)

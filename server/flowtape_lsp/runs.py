@@ -100,10 +100,11 @@ class RunManager:
             raise P.not_found(f"unknown run {run_id!r}: no such run in {self.runs_dir}")
         return run
 
-    async def ready(self, run: Run) -> TapeIndex:
-        """The run's index, read up to what is on disk now."""
+    async def ready(self, run: Run, until_step: int | None = None) -> TapeIndex:
+        """The run's index, read up to what is on disk now (or, for a finished run, at least up to
+        `until_step`: the first page of a million-step run need not wait for the whole tape)."""
         if not run.live:
-            await asyncio.to_thread(run.index.ingest_all)
+            await asyncio.to_thread(run.index.ingest_all, until_step)
         if run.index.header is None:
             raise P.not_found(f"run {run.run_id} has no tape header (it failed before it started: {run.error or 'no tape'})")
         return run.index

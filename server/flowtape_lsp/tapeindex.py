@@ -356,10 +356,11 @@ class TapeIndex:
             self.snapshot_every *= 2
             self.snapshots = [s for s in self.snapshots if s.step % self.snapshot_every == 0]
 
-    def ingest_all(self) -> None:
-        while not self.finished:
+    def ingest_all(self, until_step: int | None = None) -> None:
+        """Read to the end of what is written (or only until `until_step` steps are indexed)."""
+        while not self.finished and (until_step is None or self.steps < until_step):
             before = self.offset
-            self.ingest()
+            self.ingest(CHUNK if until_step is None else CHUNK // 16)
             if self.offset == before:
                 return
 

@@ -1,0 +1,43 @@
+"""Paging the steps of a finished run the server has not read yet: the first page comes from a
+partial read, and the total is the run's own count, not what was read so far."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from flowtape.tape import read_tape
+from pytest_lsp import LanguageClient
+
+from .conftest import count_flow, request, write_flow
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    flow = write_flow(root, "count.py", count_flow(3000))
+    subprocess.run(
+        [sys.executable, "-m", "flowtape", "run", str(flow), "--run-id", "big", "--max-workers", "1",
+         "--runs-dir", str(root / ".flowtape" / "runs")],
+        cwd=root, check=True, capture_output=True,
+    )
+    return root
+
+
+async def test_pages_of_a_finished_run_the_server_has_not_read(client: LanguageClient, workspace: Path) -> None:
+    recorded = read_tape(workspace / ".flowtape" / "runs" / "big" / "tape.jsonl").steps()
+    assert len(recorded) == 6000
+    first = await request(client, "flowtape/getSteps", {"runId": "big", "from": 1, "limit": 10})
+    assert first["total"] == 6000 and first["live"] is False
+    assert [(s["step"], s["actor"], s["journalSeq"]) for s in first["steps"]] == [
+        (s.step, s.actor, s.journalSeq) for s in recorded[:10]
+    ]
+    last = await request(client, "flowtape/getSteps", {"runId": "big", "from": 5991, "limit": 500})
+    assert last["total"] == 6000 and [s["step"] for s in last["steps"]] == list(range(5991, 6001))
+    listed = await request(client, "flowtape/runs", {})
+    assert [r["steps"] for r in listed["runs"] if r["runId"] == "big"] == [6000]
+    with pytest.raises(Exception, match="out of range"):
+        await request(client, "flowtape/getSteps", {"runId": "big", "from": 6002, "limit": 5})
