@@ -195,3 +195,11 @@ def test_a_declared_input_left_out_is_pointed_out(cli, write_flow):
     assert "workflow input 'In' gets no value (--input In=VALUE)" in err
     code, out, err = cli("run", str(flow), "--input", "In=41")
     assert code == 0 and out == "Out: [42]\n" and "gets no value" not in err
+
+
+def test_a_runs_dir_that_cannot_be_created_is_a_clear_error(cli, tmp_path):
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the runs directory should go")
+    code, out, err = cli("run", CHAIN, "--runs-dir", str(blocker), runs_dir=False)
+    assert code == 2 and out == ""
+    assert err.startswith(f"flowtape: cannot create the run directory {blocker}/") and err.count("\n") == 1

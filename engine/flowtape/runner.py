@@ -180,6 +180,8 @@ def execute(
             run_dir.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
             raise UsageError(f"run {run_id!r} already exists in {runs_base}") from None
+        except OSError as exc:
+            raise UsageError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}") from None
         writer = TapeWriter(run_dir / TAPE, durable=durable)
         writer.write(
             Header(
