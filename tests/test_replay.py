@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from flowtape import connect, workflow
+from flowtape import connect, replay, scheduler, trust, workflow
 from flowtape.cli import main as cli_main
 from flowtape.errors import ResumeRefused, UsageError
 from flowtape.loader import load_module
 from flowtape.rundir import read_summary
 from flowtape.runner import execute
-from flowtape.tape import Firing, Step, read_tape
+from flowtape.tape import Checkpoint, Firing, Step, read_tape
+from flowtape.verify import verify
 
 FLOWS = Path(__file__).parent / "flows"
 
@@ -68,12 +69,25 @@ COUNTERS = {
 }
 
 
+@pytest.fixture(params=["trusted", "checkpoints", "verified"])
+def resume_path(request, monkeypatch):
+    """How a resume reads the recorded run: as a tape this machine wrote (trust.py), the same with
+    a checkpoint after every other step, or verified in full as a tape from elsewhere."""
+    if request.param == "checkpoints":
+        monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
+        monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    if request.param == "verified":
+        monkeypatch.setattr(trust, "seals", lambda data, seal: False)
+    return request.param
+
+
 def check_resume(module, flow, original, at_step: int, workers: int, runs_dir: Path) -> None:
     module.CALLS.clear()
     resumed = execute(flow, max_workers=workers, runs_dir=runs_dir, resume_from=original.run_dir, at_step=at_step)
     assert resumed.status == "succeeded", resumed.error
     assert resumed.outputs == original.outputs, f"at step {at_step}"
     assert resumed.replay_stopped == []
+    verify(resumed.run_dir / "tape.jsonl")
     old, new = tape_of(original), tape_of(resumed)
     assert new.header.resumedFrom == original.run_id and new.header.resumedAtStep == at_step
     # exactly the firings the step covers are replayed ...
@@ -99,13 +113,15 @@ def check_resume(module, flow, original, at_step: int, workers: int, runs_dir: P
 
 @pytest.mark.parametrize("workers", [1, 4])
 @pytest.mark.parametrize("flow_name", ["chain:main", "branches:looped", "branches:nested_top", "branches:fanout", "branches:gated"])
-def test_resume_at_every_step(flow_name, workers, tmp_path, chain, branches):
+def test_resume_at_every_step(flow_name, workers, tmp_path, chain, branches, resume_path):
     module = chain if flow_name.startswith("chain") else branches
     flow = getattr(module, flow_name.split(":")[1])
     original = execute(flow, max_workers=workers, runs_dir=tmp_path)
     assert original.status == "succeeded"
     clean_outputs = execute(flow, max_workers=1, runs_dir=tmp_path).outputs
     assert original.outputs == clean_outputs
+    if resume_path == "checkpoints":
+        assert any(isinstance(r, Checkpoint) for r in tape_of(original).records()) or workers > 1
     for at_step in range(original.steps + 1):
         check_resume(module, flow, original, at_step, workers, tmp_path)
 
@@ -428,3 +444,55 @@ def test_a_run_failed_inside_a_loop_resumes_without_running_anything_twice(branc
     for name in ("fragile", "acc"):
         assert first.get(name, 0) + branches.CALLS.get(name, 0) == 3, name
     assert [s.replayed for s in tape_of(resumed).steps()] == [True, False, False, False]
+
+
+# ---- a tape this machine wrote is trusted: no re-verification, rebuilt from its checkpoints ----
+
+
+def test_a_trusted_tape_is_resumed_from_its_nearest_checkpoint(chain, tmp_path, monkeypatch):
+    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 3)
+    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    assert [r.step for r in tape_of(original).records() if isinstance(r, Checkpoint)] == [3, 6, 9, 12, 15, 18]
+    verify(original.run_dir / "tape.jsonl")
+
+    def full_read(*args):
+        raise AssertionError("the trusted tape was verified in full")
+
+    monkeypatch.setattr(replay, "_verified_plan", full_read)
+    for at_step in range(original.steps + 1):
+        check_resume(chain, chain.main, original, at_step, 1, tmp_path)
+    # the copied prefix keeps its hashes: the new header names the chain they continue
+    resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=7)
+    recorded, copied = tape_of(original), tape_of(resumed)
+    assert copied.header.chainFrom == recorded.header.h
+    assert [line.record.h for line in copied.lines[1:15]] == [line.record.h for line in recorded.lines[1:15]]
+    # and a resumed tape is trusted in turn
+    again = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=resumed.run_dir, at_step=11)
+    assert again.outputs == original.outputs and copied.header.chainFrom == tape_of(again).header.chainFrom
+
+
+def test_a_changed_tape_is_verified_in_full_even_if_consistent(chain, tmp_path):
+    """A forger who re-chains the hashes still loses the trust: the tape is verified and refused."""
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    path = original.run_dir / "tape.jsonl"
+    lines = path.read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if b'"actor":"double"' in line and b'"produced"' in line)
+    lines[at] = lines[at].replace(b'"produced":[[2,[2]]]', b'"produced":[[2,[3]]]')
+    from flowtape.tape import reseal
+
+    path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
+    with pytest.raises(ResumeRefused, match="fails verification.*consumed digests match"):
+        execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir, at_step=3)
+
+
+def test_without_a_key_tapes_are_verified_and_resume_the_same(chain, tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setattr(trust, "_key_read", False)
+    monkeypatch.setattr(trust, "_key", None)
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    assert read_summary(original.run_dir).tape is None
+    for at_step in (0, 7, original.steps):
+        check_resume(chain, chain.main, original, at_step, 1, tmp_path)

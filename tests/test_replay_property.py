@@ -3,9 +3,10 @@ worker count, a resumed run's outputs equal a clean run's."""
 
 from __future__ import annotations
 
-from flowtape import Port, action, connect, task, workflow
+from flowtape import Port, action, connect, scheduler, task, workflow
 from flowtape.runner import execute
 from flowtape.tape import read_tape
+from flowtape.verify import verify
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,10 +105,18 @@ def build(items: int, nodes: list[list[int]]):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(dag=dags(), data=st.data(), workers=st.sampled_from([1, 3]))
-def test_resumed_outputs_equal_a_clean_run(tmp_path_factory, dag, data, workers):
+@given(dag=dags(), data=st.data(), workers=st.sampled_from([1, 3]), every=st.sampled_from([1, 3, 1024]))
+def test_resumed_outputs_equal_a_clean_run(tmp_path_factory, dag, data, workers, every):
     items, nodes = dag
     flow = build(items, nodes)
+    scheduler.CHECKPOINT_STEPS, scheduler.CHECKPOINT_GROWTH = every, 0 if every < 1024 else 16
+    try:
+        check(flow, tmp_path_factory, data, workers)
+    finally:
+        scheduler.CHECKPOINT_STEPS, scheduler.CHECKPOINT_GROWTH = 1024, 16
+
+
+def check(flow, tmp_path_factory, data, workers: int) -> None:
     runs = tmp_path_factory.mktemp("runs")
     clean = execute(flow, max_workers=1, runs_dir=runs)
     assert clean.status == "succeeded", clean.error
@@ -122,3 +131,4 @@ def test_resumed_outputs_equal_a_clean_run(tmp_path_factory, dag, data, workers)
     tape = read_tape(resumed.run_dir / "tape.jsonl")
     assert sum(1 for s in tape.steps() if s.replayed) == at_step
     assert sum(1 for f in tape.firings() if f.replayed) == at_step  # flat flow: one firing per step
+    verify(resumed.run_dir / "tape.jsonl")

@@ -13,7 +13,7 @@ from flowtape.cli import main as cli_main
 from flowtape.errors import TraceCorruption
 from flowtape.loader import load_module
 from flowtape.runner import execute
-from flowtape.tape import HASH_KEY, Firing, chain, encode_record
+from flowtape.tape import Firing, encode_record, reseal
 from flowtape.verify import verify
 from msgspec import Raw
 
@@ -34,17 +34,6 @@ def lines_of(path: Path) -> list[bytes]:
 
 def write(path: Path, lines: list[bytes]) -> None:
     path.write_bytes(b"".join(line + b"\n" for line in lines))
-
-
-def reseal(lines: list[bytes]) -> list[bytes]:
-    """Recompute every record's hash, as a forger would."""
-    out, previous = [], ""
-    for line in lines:
-        cut = line.rfind(HASH_KEY)
-        body = line[:cut] + b"}" if cut >= 0 else line
-        previous = chain(previous, body)
-        out.append(body[:-1] + HASH_KEY + previous.encode() + b'"}')
-    return out
 
 
 def find(lines: list[bytes], *needles: bytes) -> int:
@@ -244,8 +233,27 @@ def test_the_cli_verify(run, capsys, tmp_path):
 def test_a_tape_of_another_format_version_is_refused(run):
     path = run
     lines = lines_of(path)
-    lines[0] = lines[0].replace(b'"version":1,', b'"version":2,', 1)
+    lines[0] = lines[0].replace(b'"version":2,', b'"version":1,', 1)
     write(path, reseal(lines))
     error = corrupt(path)
     assert error.line == 1 and error.rule == "a known format version"
-    assert "version 2" in str(error)
+    assert "version 1" in str(error) and "reads version 2" in str(error)
+
+
+def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, monkeypatch):
+    from flowtape import scheduler
+
+    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 4)
+    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    m = load_module(FLOWS / "chain.py")
+    m.BROKEN, m.SKEW = False, 0
+    path = execute(m.main, max_workers=1, runs_dir=tmp_path, run_id="cp").run_dir / "tape.jsonl"
+    verify(path)
+    lines = lines_of(path)
+    at = find(lines, b'"t":"checkpoint","step":8,')
+    assert b'["total",{"total":' in lines[at]
+    lines[at] = lines[at].replace(b'["total",{"total":', b'["total",{"total":1', 1)
+    write(path, reseal(lines))
+    error = corrupt(path)
+    assert error.line == at + 1 and error.rule == "checkpoints agree with the rebuilt run"
+    assert "actor states" in str(error)

@@ -52,6 +52,12 @@ def _commit_start(
     inner.touched.update(q for q, _ in produced)
     if not covered:
         inner.any_live = True
+    if actor.kind == "loop":  # handing in an item: the loop is between two items until it is done
+        item = f"{actor.path}.item->"
+        if any(q.id.startswith(item) for q, _ in produced):
+            engine.loops_mid.add(actor.path)
+        else:
+            engine.loops_mid.discard(actor.path)
     engine._write(engine._firing_record(actor, fire_count, takes, produced, ctx, covered))
 
 def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:

@@ -12,10 +12,27 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
+from . import trust
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
-from .tape import ActorInfo, Header, gc_paused
+from .rundir import TAPE, read_summary
+from .tape import (
+    ActorInfo,
+    Checkpoint,
+    Diverged,
+    End,
+    Firing,
+    Header,
+    Line,
+    Step,
+    StepFiller,
+    chain_seed,
+    decode_record,
+    gc_paused,
+    read_tape,
+)
 from .values import preview_json
+from .verify import Rebuild, check_chain, check_version
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
 
@@ -53,6 +70,11 @@ class Snapshot:
     chats: dict[str, list[Raw]]
     seq: int
     steps: int
+    # When those records are all the recorded tape holds up to the step, they are copied as one
+    # block with their hashes (the new header's `chainFrom` is `chain_from`).
+    block: bytes | None = None
+    chain_from: str | None = None
+    outputs_checkpointed: dict[int, int] = field(default_factory=dict)  # see Checkpoint.outputs
 
 
 @dataclass
@@ -109,33 +131,120 @@ def describe_change(old: Header, actors: list[ActorInfo], queues: list[str]) -> 
 def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
     """Check that resuming `run_dir` at `at_step` is sound, and say what each actor replays."""
     with gc_paused():  # the plan's objects are many and long-lived (see gc_paused)
-        return _plan_resume(run_dir, at_step, net, workflow)
+        try:
+            data = (run_dir / TAPE).read_bytes()
+        except OSError as exc:
+            raise ResumeRefused(f"cannot resume from {run_dir}: its tape cannot be read ({exc.strerror or exc})") from None
+        summary = read_summary(run_dir)
+        if trust.seals(data, summary.tape if summary is not None else None):
+            plan = _trusted_plan(run_dir, data, at_step, net, workflow)
+            if plan is not None:
+                return plan
+        return _verified_plan(run_dir, at_step, net, workflow)
 
 
-def _plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
-    from .tape import Firing, Step, read_tape
-    from .verify import Rebuild, check_chain, check_version
-
-    tape_path = run_dir / "tape.jsonl"
-    try:
-        tape = read_tape(tape_path)
-        header = tape.header
-        check_version(header)
-        check_chain(tape)
-    except TraceCorruption as exc:
-        raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
+def _check_resumable(header: Header, net: Network, workflow: str, at_step: int | None, last: int) -> int:
+    """The refusals that do not depend on the tape's records; the step to resume at."""
+    check_version(header)
     if header.workflow != workflow:
         raise ResumeRefused(f"cannot resume: run {header.runId} ran workflow {header.workflow!r}, not {workflow!r}")
     actors, queues = shape_of(net)
     change = describe_change(header, actors, queues)
     if change is not None:
         raise ResumeRefused(f"cannot resume: the flow's graph changed since run {header.runId}: {change}")
-    steps = [line.record for line in tape.lines if isinstance(line.record, Step)]
-    last = len(steps)
     if at_step is None:
         at_step = last
     if not 0 <= at_step <= last:
         raise ResumeRefused(f"cannot resume at step {at_step}: run {header.runId} has steps 0 to {last}")
+    return at_step
+
+
+def _snapshot(rebuild: Rebuild, lines: list[bytes], block: bytes | None, header: Header) -> Snapshot:
+    return Snapshot(
+        lines, [list(q) for q in rebuild.queues], dict(rebuild.fire_counts), dict(rebuild.states),
+        {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
+        block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
+    )
+
+
+_CHECKPOINT_AT = b'\n{"t":"checkpoint","step":'
+_DIVERGED_AT = b'\n{"t":"diverged"'
+
+
+def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network, workflow: str) -> ReplayPlan | None:
+    """A tape this machine wrote and nobody changed (trust.py): no re-verification, and the run at
+    the step is rebuilt from the nearest checkpoint, not from the first record. None when the
+    recorded prefix is not one a snapshot can restore (the full path then plans per actor)."""
+    body_start = data.index(b"\n") + 1
+    header = decode_record(data[: body_start - 1])
+    end = decode_record(data[data.rfind(b"\n", 0, len(data) - 1) + 1 : -1])
+    if not isinstance(header, Header) or not isinstance(end, End):
+        return None
+    at_step = _check_resumable(header, net, workflow, at_step, end.steps)
+    if at_step == 0:
+        return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, set())
+    rebuild = Rebuild(header, full_checks=False)
+    start = body_start
+    found = data.find(_CHECKPOINT_AT, body_start - 1)
+    while found >= 0:  # every checkpoint up to the step: the outputs are rebuilt from all of them
+        digits = found + len(_CHECKPOINT_AT)
+        if int(data[digits : data.index(b",", digits)]) > at_step:
+            break
+        if start > body_start:
+            checkpoint = decode_record(data[start : data.index(b"\n", start)])
+            if not isinstance(checkpoint, Checkpoint):
+                return None
+            rebuild.restart(checkpoint)
+        start = found + 1
+        found = data.find(_CHECKPOINT_AT, start)
+    number = data.count(b"\n", 0, start) + 1
+    filler = StepFiller(header)
+    kinds = {a.path: a.kind for a in header.actors}
+    region: list[Firing] = []  # firings since the checkpoint: covered by the steps up to at_step?
+    tops: set[tuple[str, int]] = set()
+    loop_mid: dict[str, bool] = {}  # a checkpoint is written with no loop between two items
+    offset = start
+    while rebuild.step < at_step or (offset == start and start > body_start):
+        cut = data.index(b"\n", offset)
+        raw = data[offset:cut]
+        record = decode_record(raw)
+        filler.see(record)
+        if isinstance(record, Checkpoint):
+            rebuild.restart(record)
+        elif isinstance(record, Diverged | End | Header):
+            return None
+        else:
+            rebuild.apply(Line(number, raw, record))
+            if isinstance(record, Step):
+                tops.add((record.actor, record.fireCount))
+            elif isinstance(record, Firing):
+                if record.notReplayable:
+                    return None
+                region.append(record)
+                if kinds.get(record.actor) == "loop":
+                    item = f"{record.actor}.item->"
+                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+        offset, number = cut + 1, number + 1
+    if any(loop_mid.values()) or data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
+        return None
+    if any((tuple(f.within) if f.within is not None else (f.actor, f.fireCount)) not in tops for f in region):
+        return None
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, set(),
+                      _snapshot(rebuild, [], data[body_start:offset], header))
+
+
+def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
+    """Read and verify the whole recorded tape, then plan: a snapshot when the prefix allows it,
+    else the recorded firings each actor replays."""
+    try:
+        tape = read_tape(run_dir / TAPE)
+        header = tape.header
+        check_version(header)
+        check_chain(tape)
+    except TraceCorruption as exc:
+        raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
+    steps = [line.record for line in tape.lines if isinstance(line.record, Step)]
+    at_step = _check_resumable(header, net, workflow, at_step, len(steps))
     tops = {(s.actor, s.fireCount) for s in steps[:at_step]}
     kinds = {a.path: a.kind for a in header.actors}
     by_index = [net.by_id[qid] for qid in header.queues]
@@ -146,21 +255,21 @@ def _plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str
     clean = at_step > 0  # so far every firing is covered and replayable
     loop_mid: dict[str, bool] = {}  # a loop between two items cannot be restored from a snapshot
     prefix: list[bytes] = []
+    contiguous = True  # the prefix is every record after the header, up to the step
     chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the covered firings
     try:
         for line in tape.lines[1:]:
             rebuild.apply(line)
             record = line.record
-            if isinstance(record, Step):
+            if isinstance(record, Step | Checkpoint):
                 if clean and snapshot is None:
                     prefix.append(line.raw)
-                    if record.step == at_step and not any(loop_mid.values()):
-                        snapshot = Snapshot(
-                            prefix, [list(q) for q in rebuild.queues], dict(rebuild.fire_counts),
-                            dict(rebuild.states), {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
-                        )
+                    if isinstance(record, Step) and record.step == at_step and not any(loop_mid.values()):
+                        block = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
+                        snapshot = _snapshot(rebuild, prefix, block, header)
                 continue
             if not isinstance(record, Firing):
+                contiguous = False
                 continue
             top = record.within if record.within is not None else (record.actor, record.fireCount)
             if tuple(top) not in tops:

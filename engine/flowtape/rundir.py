@@ -12,6 +12,7 @@ from msgspec import Raw
 
 from .errors import UsageError
 from .tape import Diverged, ErrorInfo
+from .trust import TapeSeal
 
 TAPE = "tape.jsonl"
 SUMMARY = "run.json"
@@ -35,6 +36,7 @@ class RunSummary(msgspec.Struct, omit_defaults=True):
     resumedAtStep: int | None = None
     replayStopped: list[Diverged] = []
     pid: int | None = None
+    tape: TapeSeal | None = None  # set when the run ended: lets a resume trust the tape (trust.py)
 
 
 _enc = msgspec.json.Encoder()

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from msgspec import Raw
 
-from . import __version__
+from . import __version__, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, UsageError
 from .graph import Graph, WorkflowDef
 from .network import LAZY, Item, Network, build_network
@@ -189,6 +189,7 @@ def execute(
                 graph=fingerprint(net), actors=actors, queues=queues, inputs=inputs_raw,
                 flowtapeVersion=__version__, startedAt=started, maxWorkers=workers,
                 resumedFrom=summary.resumedFrom, resumedAtStep=summary.resumedAtStep,
+                chainFrom=plan.snapshot.chain_from if plan is not None and plan.snapshot is not None else None,
             )
         )
         write_summary(run_dir, summary)
@@ -201,7 +202,9 @@ def execute(
         covered=plan.covered if plan else None, on_step=on_step,
     )
     if plan is not None and plan.snapshot is not None:
-        if writer is not None:
+        if writer is not None and plan.snapshot.block is not None:
+            writer.copy_prefix(plan.snapshot.block)
+        elif writer is not None:
             writer.copy_replayed(plan.snapshot.lines)
         restore(engine, plan.snapshot)
     else:
@@ -244,6 +247,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         if writer is not None:
             writer.write(end)
             writer.close()
+            summary.tape = trust.seal_file(writer.path, writer.written)
         engine.tape = None
     outputs = {port: [decode(bytes(e)) if v is LAZY else v for v, e in items] for port, items in outputs_items.items()}
     if run_dir is not None:

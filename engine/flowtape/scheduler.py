@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,17 @@ from .firing import execute as execute_action
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .source import Site, traceback_site
-from .tape import Diverged, ErrorInfo, Final, Firing, Step, TapeWriter
+from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step, TapeWriter
 from .values import NotEncodable, digest, encode
 
 _NONE_ENC = Raw(encode(None))
+# A checkpoint at most every this many steps, and only once the tape has grown by this many times
+# the last checkpoint's size since it: a resume decodes at most that many steps, and checkpoints
+# add a few percent to a tape at most, whatever the size of the queues and states.
+CHECKPOINT_STEPS = 1024
+CHECKPOINT_GROWTH = 16
+
+
 class Pool:
     """Actors one drain runs: the top level, or one composite's members (a loop body, an if branch)."""
 
@@ -102,6 +110,12 @@ class Engine:
         self.diverged: list[Diverged] = []
         self.last_taken: list[tuple[Queue, list[Item]]] = []  # what the latest step took, for the end record
         self.last_step_seq = -1
+        self.chats: dict[str, list[Raw]] = {}  # each agent's chat messages, per firing, for checkpoints
+        self.loops_mid: set[str] = set()  # loops between two items: no checkpoint then
+        self.can_checkpoint = True  # until a firing cannot be replayed
+        self._checkpointed = (0, 0)  # tape bytes at the latest checkpoint, and its size
+        self._checkpoint_due = CHECKPOINT_STEPS
+        self.outputs_checkpointed = {q.index: 0 for q in net.outputs.values()}  # tokens in each output then
         self._wake = False
         self.top = Pool(net.top)
         self._by_id = {id(a): a for a in net.actors}
@@ -372,15 +386,23 @@ class Engine:
                     self.on_step(self.steps, self.firings, actor.path)
             return
         record = self._firing_record(actor, fire_count, takes, produced, ctx, replayed, digests)
-        record.notReplayable = not_replayable
+        if not_replayable:
+            record.notReplayable = not_replayable
+            self.can_checkpoint = False
         if state is not None:
             record.state = state
         if chat is not None:
             record.chat = chat
+            self.chats.setdefault(actor.path, []).append(chat)
         if ctx is None:
             self.last_taken = takes
             touched = {q for q, _ in takes} | {q for q, _ in produced}
-            self._write(record, self._step(actor, fire_count, replayed, touched, start))
+            step = self._step(actor, fire_count, replayed, touched, start)
+            checkpoint = self._checkpoint() if self.steps >= self._checkpoint_due else None
+            if checkpoint is None:
+                self._write(record, step)
+            else:
+                self._write(record, step, checkpoint)
         else:
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
@@ -434,6 +456,42 @@ class Engine:
             step.actor = actor.path
             step.fireCount = fire_count
         return step
+
+    def _checkpoint(self) -> Checkpoint | None:
+        """The run as it stands after this step, when one is due and the tape can support it: no
+        other firing under way (every recorded firing is then covered by a step), no loop between
+        two items, nothing unreplayable so far."""
+        tape = self.tape
+        written, size = self._checkpointed
+        if tape is None or not self.can_checkpoint:
+            self._checkpoint_due = 1 << 62
+            return None
+        if tape.written - written < CHECKPOINT_GROWTH * size:
+            self._checkpoint_due = self.steps + 64  # the tape grows slowly: look again later
+            return None
+        if self.loops_mid or self.top.in_flight > 1:
+            return None  # at the next step, then
+        net = self.net
+        outputs = self.outputs_checkpointed
+        queues = [(q.index, [Raw(bytes(e)) for _, e in q.items]) for q in net.queues if q.items and q.index not in outputs]
+        gained = []
+        for q in net.outputs.values():
+            if len(q.items) > outputs[q.index]:
+                gained.append((q.index, [Raw(bytes(e)) for _, e in islice(q.items, outputs[q.index], None)]))
+                outputs[q.index] = len(q.items)
+        checkpoint = Checkpoint(
+            step=self.steps,
+            seq=self.seq,
+            queues=queues,
+            outputs=gained,
+            states=[(a.path, Raw(a.state_enc)) for a in net.actors if a.state_enc],
+            fireCounts=[(a.path, a.fire_count) for a in net.actors if a.fire_count],
+            chats=list(self.chats.items()),
+        )
+        size = sum(len(t) for _, tokens in queues for t in tokens) + sum(len(bytes(s)) for _, s in checkpoint.states)
+        self._checkpointed = (tape.written, 256 + size)
+        self._checkpoint_due = self.steps + CHECKPOINT_STEPS
+        return checkpoint
 
     def _write(self, *records: Any) -> None:
         if self.tape is not None:

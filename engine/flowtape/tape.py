@@ -21,8 +21,15 @@ from msgspec import Raw
 
 from .errors import TraceCorruption
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HASH_KEY = b',"h":"'
+HASH_LEN = 12  # hex digits of a record's chained hash
+# A replayed firing or step starts with its `replayed` mark, right after the tag; the chain leaves
+# the mark out, so a resumed run can copy a recorded prefix verbatim and mark it in one pass.
+_MARK = b'"replayed":true,'
+_MARKED = (b'{"t":"f",' + _MARK, b'{"t":"s",' + _MARK)
+_UNMARKED_LINE_STARTS = ((b'\n{"t":"f","seq":', b'\n{"t":"f",' + _MARK + b'"seq":'),
+                         (b'\n{"t":"s","step":', b'\n{"t":"s",' + _MARK + b'"step":'))
 
 
 class ActorInfo(msgspec.Struct, omit_defaults=True):
@@ -51,12 +58,14 @@ class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
     maxWorkers: int = 0
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
+    chainFrom: str | None = None  # a resumed run that copied its source's prefix: that prefix's chain seed
     h: str = ""
 
 
-class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True):
+class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only=True):
     """A completed firing: what it took (by digest), what it put, the state after it."""
 
+    replayed: bool = False
     seq: int
     actor: str
     fireCount: int
@@ -65,23 +74,22 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True):
     state: Raw = Raw()  # present only when the firing changed the state
     chat: Raw = Raw()  # the chat messages this firing added
     within: tuple[str, int] | None = None  # the top-level firing this one ran inside
-    replayed: bool = False
     notReplayable: str | None = None
     h: str = ""
 
 
-class Step(msgspec.Struct, tag="s", tag_field="t", omit_defaults=True):
+class Step(msgspec.Struct, tag="s", tag_field="t", omit_defaults=True, kw_only=True):
     """A step of the queue trace: one firing of a top-level actor (composite ones included).
 
     To keep tapes small, `actor` and `fireCount` are left out when the step is the firing
     written just before it, and `kind` and `line` are always left out (the header's actor table
     has them); readers (`read_tape`, `TapeFollower`) fill all four in."""
 
+    replayed: bool = False
     step: int
     journalSeq: int
     actor: str = ""
     fireCount: int = 0
-    replayed: bool = False
     queues: list[tuple[int, int]] = msgspec.field(default_factory=list, name="q")  # queue index, size after
     at: int = 0  # microseconds since the run started
     dur: int = 0  # microseconds
@@ -136,6 +144,21 @@ class Final(msgspec.Struct, omit_defaults=True):
     lastTaken: list[tuple[int, list[Raw]]] = []  # the tokens the last step's firings took
 
 
+class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=True):
+    """The run as it stands right after a step, written every so often (see scheduler), so that a
+    resume rebuilds the run from the nearest checkpoint instead of from the first record. Written
+    only when every firing recorded so far is covered by a step and can be replayed."""
+
+    step: int
+    seq: int
+    queues: list[tuple[int, list[Raw]]] = []  # every non-empty queue but the run's outputs
+    outputs: list[tuple[int, list[Raw]]] = []  # what the run's outputs gained since the last checkpoint
+    states: list[tuple[str, Raw]] = []  # each actor's latest recorded state
+    fireCounts: list[tuple[str, int]] = []
+    chats: list[tuple[str, list[Raw]]] = []  # each agent's chat messages, as its firings added them
+    h: str = ""
+
+
 class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     status: str  # succeeded | failed | stopped
     outputs: Raw
@@ -150,21 +173,29 @@ class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     h: str = ""
 
 
-Record = Header | Firing | Step | Diverged | End
+Record = Header | Firing | Step | Checkpoint | Diverged | End
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
 _many_decoder = msgspec.json.Decoder(list[Record])
 
 
-class _ReplayedFlag(msgspec.Struct):
-    replayed: bool = False
-
-
-_REPLAYED = msgspec.json.Decoder(_ReplayedFlag)
+def decode_record(raw: bytes) -> Record:
+    return _decoder.decode(raw)
 
 
 def chain(previous: str, body: bytes) -> str:
-    return hashlib.blake2b(previous.encode() + body, digest_size=6).hexdigest()
+    """The hash of a record (its line without the hash field, replayed mark left out) after `previous`."""
+    if body.startswith(_MARKED):
+        body = body[:9] + body[9 + len(_MARK) :]
+    return hashlib.blake2b(previous.encode() + body, digest_size=HASH_LEN // 2).hexdigest()
+
+
+def split_hash(raw: bytes) -> tuple[bytes, str] | None:
+    """A line's body (as it was hashed) and its claimed hash; None when it has none."""
+    cut = len(raw) - HASH_LEN - len(HASH_KEY) - 2
+    if cut < 0 or raw[cut : cut + len(HASH_KEY)] != HASH_KEY or not raw.endswith(b'"}'):
+        return None
+    return raw[:cut] + b"}", raw[cut + len(HASH_KEY) : -2].decode(errors="replace")
 
 
 def seal(record: msgspec.Struct, previous: str) -> tuple[bytes, str]:
@@ -172,6 +203,48 @@ def seal(record: msgspec.Struct, previous: str) -> tuple[bytes, str]:
     body = _encoder.encode(record)
     h = chain(previous, body)
     return body[:-1] + HASH_KEY + h.encode() + b'"}\n', h
+
+
+def chain_seed(header: Header) -> str:
+    """What the first record after the header chains from."""
+    return header.chainFrom or header.h
+
+
+def reseal(lines: list[bytes]) -> list[bytes]:
+    """A whole tape's lines (without newlines) with every hash recomputed, as a forger would."""
+    out: list[bytes] = []
+    previous = ""
+    for number, raw in enumerate(lines):
+        parts = split_hash(raw)
+        body = parts[0] if parts is not None else raw
+        previous = chain(previous, body)
+        out.append(body[:-1] + HASH_KEY + previous.encode() + b'"}')
+        if number == 0 and body.startswith(b'{"t":"header"'):
+            seed = _decoder.decode(body)
+            if isinstance(seed, Header) and seed.chainFrom:
+                previous = seed.chainFrom
+    return out
+
+
+def mark_replayed(block: bytes) -> bytes:
+    """Whole recorded lines with every firing and step marked `replayed`: their hashes still hold."""
+    first = block.find(b"\n") + 1
+    head = mark_line(block[:first])
+    for unmarked, replayed in _UNMARKED_LINE_STARTS:  # a newline then a tag: only ever a line's start
+        block = block.replace(unmarked, replayed)
+    return head + block[first:]
+
+
+def mark_line(raw: bytes) -> bytes:
+    """One firing's or step's line marked `replayed` (its hash still holds); others as they are."""
+    if raw.startswith((b'{"t":"f",', b'{"t":"s",')) and not raw.startswith(_MARKED):
+        return raw[:9] + _MARK + raw[9:]
+    return raw
+
+
+def last_hash(block: bytes) -> str:
+    """The hash of the last of these whole lines."""
+    return block[-HASH_LEN - 3 : -3].decode()
 
 
 class TapeWriter:
@@ -184,7 +257,14 @@ class TapeWriter:
         self._last = ""
         self._lock = threading.Lock()
         self._held: list[bytes] | None = None
+        self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
         self.closed = False
+
+    def _out(self, data: bytes) -> None:
+        os.write(self._fd, data)
+        self.written += len(data)
+        if self.durable:
+            os.fsync(self._fd)
 
     def write(self, *records: msgspec.Struct) -> None:
         with self._lock:
@@ -194,12 +274,12 @@ class TapeWriter:
             for record in records:
                 line, self._last = seal(record, self._last)
                 parts.append(line)
+                if isinstance(record, Header) and record.chainFrom:
+                    self._last = record.chainFrom
             if self._held is not None:
                 self._held.extend(parts)
                 return
-            os.write(self._fd, b"".join(parts))
-            if self.durable:
-                os.fsync(self._fd)
+            self._out(b"".join(parts))
 
     def hold(self) -> None:
         """Keep records until `release`: a loop item's or an if's firings are written in one go
@@ -212,29 +292,29 @@ class TapeWriter:
         with self._lock:
             held, self._held = self._held, None
             if held and not self.closed:
-                os.write(self._fd, b"".join(held))
-                if self.durable:
-                    os.fsync(self._fd)
+                self._out(b"".join(held))
+
+    def copy_prefix(self, block: bytes) -> None:
+        """Append another tape's records verbatim (whole lines), marked `replayed`: the prefix a
+        resumed run restored. The header said `chainFrom`, so their hashes hold as they are."""
+        with self._lock:
+            if block:
+                self._out(mark_replayed(block))
+                self._last = last_hash(block)
 
     def copy_replayed(self, lines: list[bytes]) -> None:
-        """Append records of another tape, marked `replayed` and chained anew: the prefix a
-        resumed run restored instead of replaying firing by firing."""
-        replayed = b',"replayed":true'
+        """Append some records of another tape, marked `replayed` and chained anew (when the
+        prefix a resumed run restored is not one block of the recorded tape)."""
         with self._lock:
             parts = []
             previous = self._last
             for raw in lines:
-                body = raw[: raw.rfind(HASH_KEY)]
-                # a token or a state may hold `"replayed":true` too: only the record's own field counts
-                if b'"replayed":true' not in body or not _REPLAYED.decode(body + b"}").replayed:
-                    body += replayed
-                body += b"}"
+                parts_of = split_hash(raw)
+                body = mark_line(parts_of[0] if parts_of is not None else raw)
                 previous = chain(previous, body)
                 parts.append(body[:-1] + HASH_KEY + previous.encode() + b'"}\n')
             self._last = previous
-            os.write(self._fd, b"".join(parts))
-            if self.durable:
-                os.fsync(self._fd)
+            self._out(b"".join(parts))
 
     def close(self) -> None:
         with self._lock:

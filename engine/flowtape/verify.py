@@ -13,7 +13,7 @@ from msgspec import Raw
 from .errors import TraceCorruption
 from .tape import (
     FORMAT_VERSION,
-    HASH_KEY,
+    Checkpoint,
     Diverged,
     End,
     Final,
@@ -23,8 +23,10 @@ from .tape import (
     Step,
     Tape,
     chain,
+    chain_seed,
     gc_paused,
     read_tape,
+    split_hash,
 )
 from .values import canonical, digest
 
@@ -32,10 +34,11 @@ from .values import canonical, digest
 class Rebuild:
     """Applies records one by one, checking every invariant, and keeps the run's state."""
 
-    def __init__(self, header: Header, check_digests: bool = True) -> None:
+    def __init__(self, header: Header, full_checks: bool = True) -> None:
         self.header = header
-        # A reader that only follows a tape (the language server) skips re-hashing every token.
-        self.check_digests = check_digests
+        # A reader that only follows a tape (the language server), or that trusts it (trust.py),
+        # skips re-hashing every token and checking checkpoints.
+        self.full_checks = full_checks
         self.queues: list[deque[Raw]] = [deque() for _ in header.queues]
         self.actors = {a.path: a for a in header.actors}
         self.fire_counts: dict[str, int] = {}
@@ -49,6 +52,8 @@ class Rebuild:
         self._step_taken: dict[tuple[str, int], list[tuple[int, list[Raw]]]] = {}  # by top-level firing
         self.last_taken: list[tuple[int, list[Raw]]] = []  # what the latest step's firings took
         self.last_step_seq = 0
+        self.outputs = {i for i, qid in enumerate(header.queues) if qid.startswith("$.") and "->" not in qid}
+        self.outputs_checkpointed = dict.fromkeys(self.outputs, 0)  # tokens in each output at the last checkpoint
         inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw]) if header.inputs else {}
         for index, qid in enumerate(header.queues):
             if qid.startswith("$.") and "->" in qid:
@@ -67,6 +72,9 @@ class Rebuild:
             self._firing(record, n)
         elif isinstance(record, Step):
             self._step(record, n)
+        elif isinstance(record, Checkpoint):
+            if self.full_checks:
+                self._check_checkpoint(record, n)
         elif isinstance(record, Diverged):
             self.diverged.append(record)
         elif isinstance(record, End):
@@ -91,7 +99,7 @@ class Rebuild:
                     n, "nothing is taken that was never put",
                 )
             items = [q.popleft() for _ in range(count)]
-            if self.check_digests and digest(items) != recorded:
+            if self.full_checks and digest(items) != recorded:
                 raise TraceCorruption(
                     f"{f.actor} took from {self.header.queues[index]} tokens whose digest is {digest(items)}, "
                     f"not the recorded {recorded}",
@@ -131,6 +139,46 @@ class Rebuild:
         self.last_taken = self._step_taken.pop((s.actor, s.fireCount), [])
         self.last_step_seq = s.journalSeq
 
+    def restart(self, checkpoint: Checkpoint) -> None:
+        """Carry on from a checkpoint of a trusted tape, as if every record before it were applied
+        (and every checkpoint before it restarted from: each adds what the outputs gained)."""
+        for index, q in enumerate(self.queues):
+            if index not in self.outputs:
+                q.clear()
+        for index, tokens in checkpoint.queues:
+            self.queues[index].extend(tokens)
+        for index, tokens in checkpoint.outputs:
+            self.queues[index].extend(tokens)
+        self.outputs_checkpointed = {i: len(self.queues[i]) for i in self.outputs}
+        self.states = dict(checkpoint.states)
+        self.fire_counts = dict(checkpoint.fireCounts)
+        self.chats = {path: list(chats) for path, chats in checkpoint.chats}
+        self.seq = self.last_step_seq = checkpoint.seq
+        self.step = checkpoint.step
+
+    def _check_checkpoint(self, c: Checkpoint, n: int) -> None:
+        problems = []
+        if c.step != self.step or c.seq != self.seq or self.last_step_seq != self.seq:
+            problems.append(f"it is at step {c.step} and firing {c.seq}; the tape is at step {self.step} and firing {self.seq}")
+        if _tokens(c.queues) != _tokens((i, q) for i, q in enumerate(self.queues) if q and i not in self.outputs):
+            problems.append("queue contents")
+        seen = self.outputs_checkpointed
+        gained = _tokens((i, list(q)[seen[i] :]) for i, q in enumerate(self.queues) if i in self.outputs and len(q) > seen[i])
+        if _tokens(c.outputs) != gained:
+            problems.append("outputs")
+        for i in self.outputs:
+            seen[i] = len(self.queues[i])
+        if {a: bytes(r) for a, r in c.states} != {a: bytes(r) for a, r in self.states.items()}:
+            problems.append("actor states")
+        if dict(c.fireCounts) != {a: n for a, n in self.fire_counts.items() if n}:
+            problems.append("fire counts")
+        if {a: _tokens([(0, m)]) for a, m in c.chats} != {a: _tokens([(0, m)]) for a, m in self.chats.items()}:
+            problems.append("chat messages")
+        if problems:
+            raise TraceCorruption(
+                f"the checkpoint differs from the rebuilt run: {', '.join(problems)}", n, "checkpoints agree with the rebuilt run"
+            )
+
     def _end(self, e: End, n: int) -> None:
         rebuilt = self.outputs_raw()
         if bytes(e.outputs) != rebuilt:
@@ -146,12 +194,8 @@ class Rebuild:
 
     def _check_final(self, final: Final, n: int) -> None:
         """The end's picture of the run after its last step must be the rebuilt one."""
-        names = self.header.queues
-
-        def tokens(pairs: Iterable[tuple[int, Iterable[Raw]]]) -> dict[int, list[bytes]]:
-            return {i: [bytes(t) for t in toks] for i, toks in pairs}
-
-        outputs = {i for i, name in enumerate(names) if name.startswith("$.") and "->" not in name}
+        tokens = _tokens
+        outputs = self.outputs
         rebuilt = tokens((i, q) for i, q in enumerate(self.queues) if q and i not in outputs)
         problems = []
         if self.last_step_seq != self.seq:
@@ -175,6 +219,10 @@ class Rebuild:
         )
 
 
+def _tokens(pairs: Iterable[tuple[int, Iterable[Raw]]]) -> dict[int, list[bytes]]:
+    return {i: [bytes(t) for t in toks] for i, toks in pairs}
+
+
 def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
     """The canonical encoding of a run's outputs from their token encodings: `{"Port": [...]}`."""
     parts = [canonical(port) + b":[" + b",".join(bytes(t) for t in tokens) + b"]" for port, tokens in sorted(outputs.items())]
@@ -191,18 +239,18 @@ def check_version(header: Header) -> None:
 def check_chain(tape: Tape) -> None:
     previous = ""
     for line in tape.lines:
-        raw = line.raw
-        cut = raw.rfind(HASH_KEY)
-        if cut < 0 or not raw.endswith(b'"}'):
+        parts = split_hash(line.raw)
+        if parts is None:
             raise TraceCorruption("a record without its hash", line.number, "every record is hash-chained")
-        body = raw[:cut] + b"}"
-        claimed = raw[cut + len(HASH_KEY) : -2].decode(errors="replace")
+        body, claimed = parts
         if chain(previous, body) != claimed:
             raise TraceCorruption(
                 "the record's hash does not follow from the record before it (edited, dropped, reordered or re-appended)",
                 line.number, "hash chain",
             )
         previous = claimed
+        if isinstance(line.record, Header) and line.number == 1:
+            previous = chain_seed(line.record)
 
 
 def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:

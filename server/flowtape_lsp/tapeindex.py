@@ -191,7 +191,7 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
     for record in found:
         filler.see(record)
     step = next(r for r in reversed(found) if isinstance(r, Step))
-    rebuild = Rebuild(header, check_digests=False)
+    rebuild = Rebuild(header, full_checks=False)
     final = end.final
     for index, tokens in final.queues:
         rebuild.queues[index].extend(tokens)
@@ -318,7 +318,7 @@ class TapeIndex:
             if self.header is not None:
                 raise TraceCorruption("a second header", self.lines, "one header, first")
             self.header = record
-            self.rebuild = chunked(Rebuild(record, check_digests=False))  # `flowtape verify` checks them
+            self.rebuild = chunked(Rebuild(record, full_checks=False))  # `flowtape verify` checks them
             self.snapshots.append(Snapshot(0, after, self.lines, copy_rebuild(self.rebuild), None))
             return
         if self.rebuild is None:

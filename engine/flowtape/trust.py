@@ -1,0 +1,83 @@
+"""Trusting a tape this machine wrote, so that resuming from it need not re-verify it.
+
+Verifying a tape means reading and rebuilding all of it, which for a large run costs about as
+much as the run. But a tape that is, byte for byte, the one Flowtape wrote here needs no second
+look: when a run ends, its tape's digest, keyed with a secret that never leaves this machine
+(`~/.cache/flowtape/tape-key`; HMAC-SHA256), goes into `run.json`. A resume that finds
+the same bytes under the same digest skips re-verification; anything else (an edited, copied,
+cut or foreign tape, a run that crashed before its end) is verified in full. `flowtape verify`
+always verifies in full."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from pathlib import Path
+
+import msgspec
+
+_KEY_BYTES = 32
+_key: bytes | None = None
+_key_read = False
+
+
+class TapeSeal(msgspec.Struct):
+    """The tape as its writer left it: its size and its keyed digest."""
+
+    bytes: int
+    mac: str
+
+
+def _key_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "flowtape" / "tape-key"
+
+
+def key() -> bytes | None:
+    """This machine's key, made on first use; None where it cannot be kept (nothing is trusted)."""
+    global _key, _key_read
+    if _key_read:
+        return _key
+    _key_read = True
+    path = _key_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(os.urandom(_KEY_BYTES))
+        data = path.read_bytes()
+    except OSError:
+        return None
+    _key = data if len(data) == _KEY_BYTES else None  # a key being written by another process: no trust this time
+    return _key
+
+
+def seal_file(path: Path, written: int) -> TapeSeal | None:
+    """The seal of a tape its writer has just closed, having written `written` bytes to it; None
+    when there is no key or the file is not all its writer's (anything else appended to it)."""
+    k = key()
+    if k is None:
+        return None
+    mac = hmac.new(k, digestmod=hashlib.sha256)
+    size = 0
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(8 << 20):
+                mac.update(chunk)
+                size += len(chunk)
+    except OSError:
+        return None
+    return TapeSeal(size, mac.hexdigest()) if size == written else None
+
+
+def seals(data: bytes, seal: TapeSeal | None) -> bool:
+    """Whether `data` is exactly the tape its writer sealed with `seal`."""
+    if seal is None or len(data) != seal.bytes:
+        return False
+    k = key()
+    return k is not None and hmac.compare_digest(hmac.digest(k, data, "sha256").hex(), seal.mac)
