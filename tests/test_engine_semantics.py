@@ -983,3 +983,61 @@ def fanout_inputs():
 def test_workflow_inputs_fan_out_as_separate_tokens_too(tape, workers, runs_dir):
     result = execute(fanout_inputs, {"In": [0]}, max_workers=workers, tape=tape, runs_dir=runs_dir)
     assert result.outputs == {"ChildM": [[0, "mutated"]], "ChildS": [[0]], "M": [[0, "mutated"]], "S": [[0]]}
+
+
+# ---- parallel workers: slow actions overlap, quick ones do not hold them up ------------------------
+
+ACTIVE = {"now": 0, "most": 0}
+
+
+@task
+class Napper:
+    """Sleeps for each token (a stand-in for a model call) and counts how many naps overlap."""
+
+    nap: float
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x: int) -> int:
+        import time
+
+        ACTIVE["now"] += 1
+        ACTIVE["most"] = max(ACTIVE["most"], ACTIVE["now"])
+        time.sleep(self.nap)
+        ACTIVE["now"] -= 1
+        return x
+
+
+@task
+class Quick:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x: int) -> int:
+        return x + 1
+
+
+@workflow
+def naps():
+    src = Src(values=[1, 2, 3, 4, 5, 6])
+    quick = Quick()
+    a, b, c = Napper(nap=0.05), Napper(nap=0.05), Napper(nap=0.05)
+    connect(src.Out, quick.In)
+    connect(quick.Out, a.In)
+    connect(quick.Out, b.In)
+    connect(quick.Out, c.In)
+    connect(a.Out, "A")
+    connect(b.Out, "B")
+    connect(c.Out, "C")
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_slow_actions_run_in_parallel_and_quick_ones_inline(workers, tmp_path):
+    ACTIVE.update(now=0, most=0)
+    result = execute(naps, max_workers=workers, runs_dir=tmp_path)
+    assert result.outputs == {"A": [2, 3, 4, 5, 6, 7], "B": [2, 3, 4, 5, 6, 7], "C": [2, 3, 4, 5, 6, 7]}
+    # one worker: one nap at a time; four: the three nappers nap together
+    assert ACTIVE["most"] == (1 if workers == 1 else 3)

@@ -69,6 +69,7 @@ class Actor:
     running: bool = False
     turn: int = 0  # the scheduling round in which it may fire next
     idle: bool = False  # a source whose last try gave nothing: retried only at its pool's quiescence
+    quick: bool = False  # its last action took next to no time: run the next one without letting go of the lock
     pool: Any = None
     pools: dict[str, Any] = field(default_factory=dict)  # a composite's pools, by branch
     replay: Any = None  # the recorded firings this actor still has to replay

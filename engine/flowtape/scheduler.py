@@ -37,6 +37,11 @@ _NONE_ENC = Raw(encode(None))
 # A checkpoint at most every this many steps, and only once the tape has grown by this many times
 # the last checkpoint's size since it: a resume decodes at most that many steps, and checkpoints
 # add a few percent to a tape at most, whatever the size of the queues and states.
+# An action quicker than this runs without the engine letting go of its lock: with the GIL, other
+# workers cannot run Python meanwhile anyway, and handing the lock (and the GIL) back and forth
+# for every firing of trivial actors costs more than the firings. Slower actions (I/O, a model
+# call, anything that releases the GIL) run with the lock released, in parallel.
+QUICK_ACTION = 50e-6  # seconds
 CHECKPOINT_STEPS = 1024
 CHECKPOINT_GROWTH = 16
 
@@ -278,13 +283,15 @@ class Engine:
 
     def _fire_live(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
         # Inside a loop or if nothing else may fire anyway: letting go of the lock would only
-        # let idle workers wake up to find that out, once per firing.
-        release = self.exclusive is None
+        # let idle workers wake up to find that out, once per firing. (And see QUICK_ACTION.)
+        release = self.exclusive is None and not actor.quick
         if release:
             self.cond.release()
         error: BaseException | None = None
         try:
+            began = time.perf_counter()
             outcome = execute_action(actor, plan, self.work_dir, self.base_dir)
+            actor.quick = time.perf_counter() - began < QUICK_ACTION
             if self.tape is not None:
                 produced, problem = self._encode_outputs(actor, outcome.outputs)
                 state, state_problem = self._state(actor)
