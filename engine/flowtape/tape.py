@@ -27,7 +27,9 @@ HASH_LEN = 12  # hex digits of a record's chained hash
 # A replayed firing or step starts with its `replayed` mark, right after the tag; the chain leaves
 # the mark out, so a resumed run can copy a recorded prefix verbatim and mark it in one pass.
 _MARK = b'"replayed":true,'
-_MARKED = (b'{"t":"f",' + _MARK, b'{"t":"s",' + _MARK)
+_TAGS = (b'{"t":"f",', b'{"t":"s",')  # a firing's and a step's line start; both are this long:
+_TAG_LEN = 9
+_MARKED = tuple(tag + _MARK for tag in _TAGS)
 _UNMARKED_LINE_STARTS = ((b'\n{"t":"f","seq":', b'\n{"t":"f",' + _MARK + b'"seq":'),
                          (b'\n{"t":"s","step":', b'\n{"t":"s",' + _MARK + b'"step":'))
 
@@ -186,7 +188,7 @@ def decode_record(raw: bytes) -> Record:
 def chain(previous: str, body: bytes) -> str:
     """The hash of a record (its line without the hash field, replayed mark left out) after `previous`."""
     if body.startswith(_MARKED):
-        body = body[:9] + body[9 + len(_MARK) :]
+        body = body[:_TAG_LEN] + body[_TAG_LEN + len(_MARK) :]
     return hashlib.blake2b(previous.encode() + body, digest_size=HASH_LEN // 2).hexdigest()
 
 
@@ -237,8 +239,8 @@ def mark_replayed(block: bytes) -> bytes:
 
 def mark_line(raw: bytes) -> bytes:
     """One firing's or step's line marked `replayed` (its hash still holds); others as they are."""
-    if raw.startswith((b'{"t":"f",', b'{"t":"s",')) and not raw.startswith(_MARKED):
-        return raw[:9] + _MARK + raw[9:]
+    if raw.startswith(_TAGS) and not raw.startswith(_MARKED):
+        return raw[:_TAG_LEN] + _MARK + raw[_TAG_LEN:]
     return raw
 
 

@@ -37,24 +37,34 @@ def _key_path() -> Path:
 def key() -> bytes | None:
     """This machine's key, made on first use; None where it cannot be kept (nothing is trusted)."""
     global _key, _key_read
-    if _key_read:
-        return _key
-    _key_read = True
-    path = _key_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if not _key_read:
+        _key_read = True
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            _key = _load_or_make(_key_path())
+        except (OSError, RuntimeError):  # no home, a read-only disk, ...: every tape is verified
+            _key = None
+    return _key
+
+
+def _load_or_make(path: Path) -> bytes | None:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # written whole under another name, then linked into place: two processes making it at
+        # once end up sharing one key, and nobody ever reads half of one
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, os.urandom(_KEY_BYTES))
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
         except FileExistsError:
             pass
-        else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(os.urandom(_KEY_BYTES))
-        data = path.read_bytes()
-    except OSError:
-        return None
-    _key = data if len(data) == _KEY_BYTES else None  # a key being written by another process: no trust this time
-    return _key
+        finally:
+            os.unlink(tmp)
+    data = path.read_bytes()
+    return data if len(data) == _KEY_BYTES else None
 
 
 def seal_file(path: Path, written: int) -> TapeSeal | None:

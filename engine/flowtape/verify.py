@@ -241,7 +241,7 @@ def check_chain(tape: Tape) -> None:
     for line in tape.lines:
         parts = split_hash(line.raw)
         if parts is None:
-            raise TraceCorruption("a record without its hash", line.number, "every record is hash-chained")
+            raise TraceCorruption("a record without a well-formed hash", line.number, "every record is hash-chained")
         body, claimed = parts
         if chain(previous, body) != claimed:
             raise TraceCorruption(
