@@ -15,6 +15,7 @@ from lsprotocol import types as lsp
 
 from . import protocol as P
 from .runs import Run
+from .stepsearch import find_steps
 from .tapeindex import AtStep, Filler, iter_lines, last_step_from_end
 from .workspace import flow_path, same_file
 
@@ -154,6 +155,15 @@ def register(server: FlowtapeServer) -> None:
     async def get_steps(params: Any) -> Any:
         p = P.decode_params(params, P.GetStepsParams)
         run = manager.get(p.runId)
+        if not run.live and not run.index.finished and p.from_ > run.index.steps:
+            # a page of a finished run beyond what was read: bisect the file rather than read it all
+            index = await manager.ready(run, until_step=1)
+            total = _recorded_steps(run, index.steps)
+            if index.header is not None and p.from_ <= total:
+                found = await asyncio.to_thread(find_steps, index.path, index.header, p.from_, p.limit)
+                if found is not None:
+                    infos = [manager.step_info(run, s) for s in found]
+                    return P.GetStepsResult(runId=run.run_id, steps=infos, total=total, live=False).to_json()
         index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
         total = index.steps if run.live or index.finished else _recorded_steps(run, index.steps)
         if p.from_ > total + 1:

@@ -24,6 +24,11 @@ def workspace(tmp_path: Path) -> Path:
          "--runs-dir", str(root / ".flowtape" / "runs")],
         cwd=root, check=True, capture_output=True,
     )
+    subprocess.run(  # the same run resumed at its middle step: its first 3000 steps are replayed
+        [sys.executable, "-m", "flowtape", "run", str(flow), "--run-id", "again", "--max-workers", "1",
+         "--runs-dir", str(root / ".flowtape" / "runs"), "--resume-from", "big", "--at-step", "3000"],
+        cwd=root, check=True, capture_output=True,
+    )
     return root
 
 
@@ -41,3 +46,16 @@ async def test_pages_of_a_finished_run_the_server_has_not_read(client: LanguageC
     assert [r["steps"] for r in listed["runs"] if r["runId"] == "big"] == [6000]
     with pytest.raises(Exception, match="out of range"):
         await request(client, "flowtape/getSteps", {"runId": "big", "from": 6002, "limit": 5})
+
+
+
+async def test_any_page_of_an_unread_run_matches_its_tape(client: LanguageClient, workspace: Path) -> None:
+    """Pages beyond what the server has read are found by bisecting the tape: each matches it."""
+    recorded = read_tape(workspace / ".flowtape" / "runs" / "again" / "tape.jsonl").steps()
+    assert sum(s.replayed for s in recorded) == 3000
+    for first in (5991, 2995, 4000, 1, 6000):
+        page = await request(client, "flowtape/getSteps", {"runId": "again", "from": first, "limit": 10})
+        assert page["total"] == 6000
+        expected = recorded[first - 1 : first + 9]
+        got = [(s["step"], s["actor"], s["actorKind"], s["fireCount"], s["journalSeq"], s["replayed"]) for s in page["steps"]]
+        assert got == [(s.step, s.actor, s.kind, s.fireCount, s.journalSeq, s.replayed) for s in expected], first
