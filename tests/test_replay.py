@@ -496,3 +496,27 @@ def test_without_a_key_tapes_are_verified_and_resume_the_same(chain, tmp_path, m
     assert read_summary(original.run_dir).tape is None
     for at_step in (0, 7, original.steps):
         check_resume(chain, chain.main, original, at_step, 1, tmp_path)
+
+
+def test_a_diverged_run_resumes_the_same_trusted_or_verified(branches, tmp_path, monkeypatch):
+    """A tape holding divergences and unreplayable firings: the trusted path hands it to the full
+    one, and every step resumes to the same run either way."""
+    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
+    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    original = execute(branches.diverge, max_workers=1, runs_dir=tmp_path)
+    branches.LEFT_SKEW = 1
+    diverged = execute(branches.diverge, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir)
+    assert diverged.replay_stopped
+    verify(diverged.run_dir / "tape.jsonl")
+
+    def story(result):
+        return [(s.actor, s.fireCount, s.replayed) for s in tape_of(result).steps()]
+
+    for at_step in range(diverged.steps + 1):
+        trusted = execute(branches.diverge, max_workers=1, runs_dir=tmp_path, resume_from=diverged.run_dir, at_step=at_step)
+        with monkeypatch.context() as m:
+            m.setattr(trust, "seals", lambda data, seal: False)
+            verified = execute(branches.diverge, max_workers=1, runs_dir=tmp_path, resume_from=diverged.run_dir, at_step=at_step)
+        assert trusted.outputs == verified.outputs == diverged.outputs, at_step
+        assert story(trusted) == story(verified), at_step
+        verify(trusted.run_dir / "tape.jsonl")
