@@ -520,3 +520,19 @@ def test_a_diverged_run_resumes_the_same_trusted_or_verified(branches, tmp_path,
         assert trusted.outputs == verified.outputs == diverged.outputs, at_step
         assert story(trusted) == story(verified), at_step
         verify(trusted.run_dir / "tape.jsonl")
+
+
+def test_a_sealed_tape_of_another_version_is_refused_with_the_reason(chain, tmp_path):
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    path = original.run_dir / "tape.jsonl"
+    from flowtape.rundir import write_summary
+    from flowtape.tape import reseal
+
+    lines = path.read_bytes().splitlines()
+    lines[0] = lines[0].replace(b'"version":2,', b'"version":3,', 1)
+    path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
+    summary = read_summary(original.run_dir)
+    summary.tape = trust.seal_file(path, path.stat().st_size)  # as if a later Flowtape had written it
+    write_summary(original.run_dir, summary)
+    with pytest.raises(ResumeRefused, match="format version 3; this Flowtape reads version 2"):
+        execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)

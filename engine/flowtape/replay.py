@@ -137,7 +137,10 @@ def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str)
             raise ResumeRefused(f"cannot resume from {run_dir}: its tape cannot be read ({exc.strerror or exc})") from None
         summary = read_summary(run_dir)
         if trust.seals(data, summary.tape if summary is not None else None):
-            plan = _trusted_plan(run_dir, data, at_step, net, workflow)
+            try:
+                plan = _trusted_plan(run_dir, data, at_step, net, workflow)
+            except (TraceCorruption, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+                plan = None  # not what this Flowtape writes after all: the full path says why
             if plan is not None:
                 return plan
         return _verified_plan(run_dir, at_step, net, workflow)
