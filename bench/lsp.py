@@ -484,9 +484,9 @@ def render(res: dict[str, Any], quick: bool) -> str:
          f" (RSS {fmt(dmem.get('VmRSS'), '.0f')} MB)  "
          f"{verdict(dmem['VmHWM'] < TARGET_PEAK_MB if dmem.get('VmHWM') else None)} (target < {TARGET_PEAK_MB:.0f} MB).",
          "cold = the first request for a run the server has not read yet: the last step of a finished run is"
-         " described from the tape's two ends (the end record holds the run after its last step); a page of"
-         " getSteps is found by bisecting the file on step numbers; any other step first indexes the whole"
-         " tape (every record read once, snapshots kept).",
+         " described from the tape's two ends (the end record holds the run after its last step), any other"
+         " step from the checkpoints before it; a page of getSteps is found by bisecting the file on step"
+         " numbers. Once read, the index (every record read once, snapshots kept) answers.",
          f"target: stepDetail < {TARGET_DETAIL_MS:.0f} ms."
          + (" (--quick: a 100,002-firing tape; the full bench uses 1,000,002.)" if quick else "")],
     )

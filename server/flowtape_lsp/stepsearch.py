@@ -1,19 +1,26 @@
 """Steps of a finished tape found without reading it through: step records carry their number
 and are written in order, so the file can be bisected on it. Jumping to the last page of a
-million-step run then reads a few kilobytes instead of the whole tape (which the index, built in
-the background, still reads for step details)."""
+million-step run then reads a few kilobytes instead of the whole tape; describing a step in its
+middle rebuilds the run from the checkpoints before it and the records since the last one."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
-from flowtape.tape import Header, Step, StepFiller, decode_record
+from flowtape.errors import TraceCorruption
+from flowtape.tape import Checkpoint, Firing, Header, Line, Step, StepFiller, decode_record
+from flowtape.verify import Rebuild
+
+from .tapeindex import AtStep
 
 # a step's line starts with its tag, the replayed mark if any, then its number
 _STEP_LINE = re.compile(rb'\n\{"t":"s",(?:"replayed":true,)?"step":(\d+)')
+_CHECKPOINT_LINE = b'\n{"t":"checkpoint",'
+
 WINDOW = 1 << 16
 
 
@@ -40,18 +47,77 @@ def find_steps(path: Path, header: Header, first: int, limit: int) -> list[Step]
         with open(path, "rb") as fh:
             fh.readline()
             lo = fh.tell() - 1  # the header's newline: every step line starts after it
-            size = fh.seek(0, 2)
-            hi = size
-            while hi - lo > WINDOW:
-                mid = (lo + hi) // 2
-                hit = _first_step_after(fh, mid, size)
-                if hit is not None and hit[1] < first:
-                    lo = hit[0]
-                else:
-                    hi = mid
-            return _read_from(fh, lo, header, first, limit)
+            return _read_from(fh, _before_step(fh, lo, first), header, first, limit)
     except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def _before_step(fh: BinaryIO, lo: int, number: int) -> int:
+    """A newline (from `lo` on) that step `number`'s line comes after, within a window of it."""
+    size = fh.seek(0, 2)
+    hi = size
+    while hi - lo > WINDOW:
+        mid = (lo + hi) // 2
+        hit = _first_step_after(fh, mid, size)
+        if hit is not None and hit[1] < number:
+            lo = hit[0]
+        else:
+            hi = mid
+    return lo
+
+
+def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep | None:
+    """The run right after step `number` of a finished tape, rebuilt from the checkpoints before
+    it (each adds what the outputs gained) and the records since the last one; None when the
+    tape cannot answer that way."""
+    rebuild = Rebuild(header, full_checks=False)
+    try:
+        with open(path, "rb") as fh:
+            fh.readline()
+            start = fh.tell()  # the records after the last checkpoint before the step
+            end = _before_step(fh, start - 1, number)
+            for line_end, checkpoint in _checkpoints(fh, start - 1, end):
+                if checkpoint.step >= number:
+                    break
+                rebuild.restart(checkpoint)
+                start = line_end
+            fh.seek(start)
+            filler = StepFiller(header)
+            pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
+            for raw in fh:
+                record = decode_record(raw.rstrip(b"\n"))
+                filler.see(record)
+                rebuild.apply(Line(0, b"", record))
+                if isinstance(record, Firing):
+                    pending.append((record, rebuild.taken))
+                elif isinstance(record, Step):
+                    if record.step == number:
+                        return AtStep(record, rebuild, pending)
+                    if record.step > number:
+                        return None
+                    pending = []
+                rebuild.chats.clear()
+    except (OSError, ValueError, TraceCorruption, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return None
+
+
+def _checkpoints(fh: BinaryIO, start: int, end: int) -> Iterator[tuple[int, Checkpoint]]:
+    """(where the next line starts, the checkpoint) of every checkpoint line between two offsets."""
+    pos = start
+    while pos < end:
+        fh.seek(pos)
+        chunk = fh.read(min(8 << 20, end - pos + len(_CHECKPOINT_LINE)))
+        found = chunk.find(_CHECKPOINT_LINE)
+        if found < 0:
+            pos += max(1, len(chunk) - len(_CHECKPOINT_LINE))
+            continue
+        fh.seek(pos + found + 1)
+        raw = fh.readline()
+        record = decode_record(raw.rstrip(b"\n"))
+        if isinstance(record, Checkpoint):
+            yield pos + found + 1 + len(raw), record
+        pos += found + 1
 
 
 def _read_from(fh: BinaryIO, lo: int, header: Header, first: int, limit: int) -> list[Step] | None:

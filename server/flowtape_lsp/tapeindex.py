@@ -263,6 +263,7 @@ class TapeIndex:
         self.actor_last_step: dict[str, int] = {}  # the top-level step holding each actor's last firing
         self._awaiting_step: dict[tuple[str, int], list[str]] = {}
         self._partial = False
+        self.closing = False  # the server is shutting down: stop reading
 
     @property
     def last_hash(self) -> str:
@@ -358,7 +359,7 @@ class TapeIndex:
 
     def ingest_all(self, until_step: int | None = None) -> None:
         """Read to the end of what is written (or only until `until_step` steps are indexed)."""
-        while not self.finished and (until_step is None or self.steps < until_step):
+        while not self.finished and not self.closing and (until_step is None or self.steps < until_step):
             before = self.offset
             self.ingest(CHUNK if until_step is None else CHUNK // 16)
             if self.offset == before:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from flowtape.tape import read_tape
+from flowtape.tape import Checkpoint, read_tape
 from pytest_lsp import LanguageClient
 
 from .conftest import count_flow, request, write_flow
@@ -59,3 +59,37 @@ async def test_any_page_of_an_unread_run_matches_its_tape(client: LanguageClient
         expected = recorded[first - 1 : first + 9]
         got = [(s["step"], s["actor"], s["actorKind"], s["fireCount"], s["journalSeq"], s["replayed"]) for s in page["steps"]]
         assert got == [(s.step, s.actor, s.kind, s.fireCount, s.journalSeq, s.replayed) for s in expected], first
+
+
+async def test_a_middle_step_of_an_unread_run_is_described_from_its_checkpoints(
+    client: LanguageClient, workspace: Path
+) -> None:
+    """Before the server reads the tape, a step's detail is rebuilt from the checkpoints before it;
+    it says what the detail from the full index says."""
+    tape = read_tape(workspace / ".flowtape" / "runs" / "again" / "tape.jsonl")
+    assert sum(isinstance(r, Checkpoint) for r in tape.records()) >= 4
+    picks = [5999, 4097, 3001, 2500, 1025, 1024, 1023, 1]  # step 1, already read, reads the rest
+    early = [await request(client, "flowtape/stepDetail", {"runId": "again", "step": n}) for n in picks]
+    await request(client, "flowtape/getSteps", {"runId": "again", "from": 1, "limit": 10000})  # read it all
+    late = [await request(client, "flowtape/stepDetail", {"runId": "again", "step": n}) for n in picks]
+    assert early == late
+    assert early[3]["step"] == 2500 and early[3]["queues"]
+
+
+def test_checkpoints_rebuild_a_step_as_the_index_does(workspace: Path) -> None:
+    from flowtape_lsp.stepsearch import at_step_from_checkpoints
+    from flowtape_lsp.tapeindex import TapeIndex
+
+    for run_id in ("big", "again"):
+        index = TapeIndex(workspace / ".flowtape" / "runs" / run_id)
+        index.ingest_all()
+        assert index.header is not None and index.steps == 6000
+        for n in (1, 1023, 1024, 1025, 2048, 2500, 3001, 4097, 5999, 6000):
+            want, got = index.at_step(n), at_step_from_checkpoints(index.path, index.header, n)
+            assert got is not None, (run_id, n)
+            assert (got.step.step, got.step.actor, got.step.fireCount, got.step.replayed) == (
+                want.step.step, want.step.actor, want.step.fireCount, want.step.replayed)
+            assert [[bytes(t) for t in q] for q in got.rebuild.queues] == [[bytes(t) for t in q] for q in want.rebuild.queues]
+            assert got.rebuild.states == want.rebuild.states and got.rebuild.fire_counts == want.rebuild.fire_counts
+            assert [(f.seq, [(i, [bytes(t) for t in ts]) for i, ts in took]) for f, took in got.firings] == [
+                (f.seq, [(i, [bytes(t) for t in ts]) for i, ts in took]) for f, took in want.firings]
