@@ -162,7 +162,6 @@ def register(server: FlowtapeServer) -> None:
             if index.header is not None and p.from_ <= total:
                 found = await asyncio.to_thread(find_steps, index.path, index.header, p.from_, p.limit)
                 if found is not None:
-                    manager.read_later(run)
                     infos = [manager.step_info(run, s) for s in found]
                     return P.GetStepsResult(runId=run.run_id, steps=infos, total=total, live=False).to_json()
         index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
@@ -182,10 +181,11 @@ def register(server: FlowtapeServer) -> None:
         run = manager.get(p.runId)
         if not run.live and not run.index.finished:  # a finished run not read (through) yet: try its end first
             fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)
-            index = await manager.ready(run, until_step=1)
-            if fast is None and index.header is not None and p.step > index.steps and p.step <= _recorded_steps(run, 0):
-                fast = await asyncio.to_thread(at_step_from_checkpoints, index.path, index.header, p.step)
-                manager.read_later(run)
+            if fast is None:  # another step: from the checkpoints before it, while the index is read
+                index = await manager.ready(run, until_step=1)
+                if index.header is not None and index.steps < p.step <= _recorded_steps(run, 0):
+                    fast = await asyncio.to_thread(at_step_from_checkpoints, index.path, index.header, p.step)
+                    manager.read_later(run)
             if fast is not None:
                 return describe(run, fast).to_json()
         await manager.ready(run)

@@ -5,8 +5,8 @@ middle rebuilds the run from the checkpoints before it and the records since the
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -20,8 +20,10 @@ from .tapeindex import AtStep
 # a step's line starts with its tag, the replayed mark if any, then its number
 _STEP_LINE = re.compile(rb'\n\{"t":"s",(?:"replayed":true,)?"step":(\d+)')
 _CHECKPOINT_LINE = b'\n{"t":"checkpoint",'
+_CHECKPOINT_STEP = _CHECKPOINT_LINE + b'"step":'
 
 WINDOW = 1 << 16
+SCAN_CHUNK = 8 << 20
 
 
 def _first_step_after(fh: BinaryIO, offset: int, size: int) -> tuple[int, int] | None:
@@ -75,10 +77,13 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
         with open(path, "rb") as fh:
             fh.readline()
             start = fh.tell()  # the records after the last checkpoint before the step
-            end = _before_step(fh, start - 1, number)
-            for line_end, checkpoint in _checkpoints(fh, start - 1, end):
-                if checkpoint.step >= number:
+            for step, line_start, line_end in checkpoints_of(path, fh):
+                if step >= number:
                     break
+                fh.seek(line_start)
+                checkpoint = decode_record(fh.read(line_end - line_start).rstrip(b"\n"))
+                if not isinstance(checkpoint, Checkpoint):
+                    return None
                 rebuild.restart(checkpoint)
                 start = line_end
             fh.seek(start)
@@ -102,22 +107,46 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
     return None
 
 
-def _checkpoints(fh: BinaryIO, start: int, end: int) -> Iterator[tuple[int, Checkpoint]]:
-    """(where the next line starts, the checkpoint) of every checkpoint line between two offsets."""
-    pos = start
-    while pos < end:
+_known: dict[tuple[str, int, int], list[tuple[int, int, int]]] = {}  # a few tapes' checkpoint lines
+
+
+def checkpoints_of(path: Path, fh: BinaryIO) -> list[tuple[int, int, int]]:
+    """(step, line start, line end) of every checkpoint of a finished tape, found in one pass over
+    it and kept (a stepper asks for one step after another)."""
+    stat = os.fstat(fh.fileno())
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    found = _known.get(key)
+    if found is not None:
+        return found
+    found = []
+    pos, size = 0, stat.st_size
+    prefix = _CHECKPOINT_STEP[1:]
+    while pos < size:
         fh.seek(pos)
-        chunk = fh.read(min(8 << 20, end - pos + len(_CHECKPOINT_LINE)))
-        found = chunk.find(_CHECKPOINT_LINE)
-        if found < 0:
-            pos += max(1, len(chunk) - len(_CHECKPOINT_LINE))
-            continue
-        fh.seek(pos + found + 1)
-        raw = fh.readline()
-        record = decode_record(raw.rstrip(b"\n"))
-        if isinstance(record, Checkpoint):
-            yield pos + found + 1 + len(raw), record
-        pos += found + 1
+        chunk = fh.read(SCAN_CHUNK)
+        if not chunk:
+            break
+        next_pos = pos + max(1, len(chunk) - len(_CHECKPOINT_LINE) + 1)  # a pattern cut in two is read again
+        at = chunk.find(_CHECKPOINT_LINE)
+        while at >= 0:
+            start = pos + at + 1
+            cut = chunk.find(b"\n", at + 1)
+            if cut >= 0:
+                raw = chunk[at + 1 : cut + 1]
+            else:  # the line goes on past this chunk
+                fh.seek(start)
+                raw = fh.readline()
+            if raw.startswith(prefix):
+                found.append((int(raw[len(prefix) : raw.index(b",", len(prefix))]), start, start + len(raw)))
+            if cut < 0:
+                next_pos = start + len(raw) - 1
+                break
+            at = chunk.find(_CHECKPOINT_LINE, cut)
+        pos = next_pos
+    while len(_known) >= 8:
+        _known.pop(next(iter(_known)))
+    _known[key] = found
+    return found
 
 
 def _read_from(fh: BinaryIO, lo: int, header: Header, first: int, limit: int) -> list[Step] | None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from flowtape.tape import Checkpoint, read_tape
+from flowtape.tape import Checkpoint, decode_record, read_tape
 from pytest_lsp import LanguageClient
 
 from .conftest import count_flow, request, write_flow
@@ -93,3 +93,21 @@ def test_checkpoints_rebuild_a_step_as_the_index_does(workspace: Path) -> None:
             assert got.rebuild.states == want.rebuild.states and got.rebuild.fire_counts == want.rebuild.fire_counts
             assert [(f.seq, [(i, [bytes(t) for t in ts]) for i, ts in took]) for f, took in got.firings] == [
                 (f.seq, [(i, [bytes(t) for t in ts]) for i, ts in took]) for f, took in want.firings]
+
+
+@pytest.mark.parametrize("chunk", [97, 4096, 8 << 20])
+def test_the_checkpoints_of_a_tape_are_found_whatever_the_reads(workspace: Path, monkeypatch, chunk: int) -> None:
+    from flowtape_lsp import stepsearch
+
+    monkeypatch.setattr(stepsearch, "SCAN_CHUNK", chunk)
+    monkeypatch.setattr(stepsearch, "_known", {})
+    path = workspace / ".flowtape" / "runs" / "again" / "tape.jsonl"
+    want, offset = [], 0
+    for line in path.read_bytes().splitlines(keepends=True):
+        if line.startswith(b'{"t":"checkpoint"'):
+            checkpoint = decode_record(line.rstrip(b"\n"))
+            want.append((checkpoint.step, offset, offset + len(line)))
+        offset += len(line)
+    assert len(want) >= 4
+    with open(path, "rb") as fh:
+        assert stepsearch.checkpoints_of(path, fh) == want
