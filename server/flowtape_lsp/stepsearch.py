@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -77,20 +78,16 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
         with open(path, "rb") as fh:
             fh.readline()
             start = fh.tell()  # the records after the last checkpoint before the step
-            for step, line_start, line_end in checkpoints_of(path, fh):
-                if step >= number:
+            for checkpoint, line_end in checkpoints_of(path, fh):
+                if checkpoint.step >= number:
                     break
-                fh.seek(line_start)
-                checkpoint = decode_record(fh.read(line_end - line_start).rstrip(b"\n"))
-                if not isinstance(checkpoint, Checkpoint):
-                    return None
                 rebuild.restart(checkpoint)
                 start = line_end
             fh.seek(start)
             filler = StepFiller(header)
             pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
-            for raw in fh:
-                record = decode_record(raw.rstrip(b"\n"))
+            for raw in _lines(fh):
+                record = decode_record(raw)
                 filler.see(record)
                 rebuild.apply(Line(0, b"", record))
                 if isinstance(record, Firing):
@@ -107,12 +104,23 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
     return None
 
 
-_known: dict[tuple[str, int, int], list[tuple[int, int, int]]] = {}  # a few tapes' checkpoint lines
+def _lines(fh: BinaryIO) -> Iterator[bytes]:
+    """The lines from here on, read a megabyte at a time: few reads, for each one lets go of the
+    GIL, and under a busy thread (the index being read) takes long to get it back."""
+    rest = b""
+    while chunk := fh.read(1 << 20):
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        yield from lines
 
 
-def checkpoints_of(path: Path, fh: BinaryIO) -> list[tuple[int, int, int]]:
-    """(step, line start, line end) of every checkpoint of a finished tape, found in one pass over
-    it and kept (a stepper asks for one step after another)."""
+_known: dict[tuple[str, int, int], list[tuple[Checkpoint, int]]] = {}  # a few tapes' checkpoints
+
+
+def checkpoints_of(path: Path, fh: BinaryIO) -> list[tuple[Checkpoint, int]]:
+    """Every checkpoint of a finished tape and where the line after it starts, found in one pass
+    over it and kept (a stepper asks for one step after another; the checkpoints together hold
+    the run's outputs once)."""
     stat = os.fstat(fh.fileno())
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     found = _known.get(key)
@@ -137,13 +145,15 @@ def checkpoints_of(path: Path, fh: BinaryIO) -> list[tuple[int, int, int]]:
                 fh.seek(start)
                 raw = fh.readline()
             if raw.startswith(prefix):
-                found.append((int(raw[len(prefix) : raw.index(b",", len(prefix))]), start, start + len(raw)))
+                record = decode_record(raw.rstrip(b"\n"))
+                if isinstance(record, Checkpoint):
+                    found.append((record, start + len(raw)))
             if cut < 0:
                 next_pos = start + len(raw) - 1
                 break
             at = chunk.find(_CHECKPOINT_LINE, cut)
         pos = next_pos
-    while len(_known) >= 8:
+    while len(_known) >= 4:
         _known.pop(next(iter(_known)))
     _known[key] = found
     return found
