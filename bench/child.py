@@ -69,17 +69,23 @@ def run_flowtape(wf: Any, run: dict[str, Any], rep: int) -> dict[str, Any]:
 
     out = Path(run["out"])
     run_id = f"{run['run_id']}-{rep}" if run.get("suffix_rep") else run["run_id"]
+    marks: list[tuple[int, float]] = []  # (step, seconds since the call) every 100 steps, and the first
+
+    def on_step(step: int, firings: int, actor: str) -> None:
+        if not marks or step % 100 == 0:
+            marks.append((step, time.perf_counter() - t0))
+
     t0 = time.perf_counter()
     result = execute(
         wf, None, max_workers=run["workers"], runs_dir=out, run_id=run_id, tape=run.get("tape", True),
-        resume_from=run.get("resume_from"), at_step=run.get("at_step"),
+        resume_from=run.get("resume_from"), at_step=run.get("at_step"), on_step=on_step,
     )
     seconds = time.perf_counter() - t0
     info: dict[str, Any] = {
         "seconds": seconds, "status": result.status, "steps": result.steps, "records": result.firings,
         "replayStopped": [f"{d.actor}#{d.fireCount}: {d.reason}" for d in result.replay_stopped],
         "error": result.error.message if result.error is not None else None,
-        "outputs": outputs_sig(result.outputs),
+        "outputs": outputs_sig(result.outputs), "marks": marks,
     }
     if result.run_dir is not None:
         tape = result.run_dir / "tape.jsonl"

@@ -308,12 +308,19 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
             f"{f}: {d[3]}" for f, d in FLOW_DEFS.items()),
         f"target: Flowtape >= {TARGET_SPEEDUP:.0f}x wfpy's firings/s. 'default' = each framework's default pool.",
     ]
+    chain1 = data.get("chain/workers=1", {})
+    n1 = chain1.get("flowtape", {}).get("firings") or 0
+    on1 = min(chain1.get("flowtape", {}).get("tape_on_s") or [0]) or None
+    off1 = min(chain1.get("flowtape", {}).get("tape_off_s") or [0]) or None
+    cost_off = off1 / n1 * 1e6 if n1 and off1 else None
+    cost_rec = (on1 - off1) / n1 * 1e6 if n1 and on1 and off1 else None
     tape_notes = [
         f"same flows and sizes as above, tape on and off alternated in one process, {reps} runs each;"
         " overhead from the best times (median-based beside it).",
         f"target: overhead <= {TARGET_TAPE_OVERHEAD:.0f}%.",
-        "trivial actors cost ~3 us a firing untaped; recording one costs ~7 us (encode, digest, hash chain,"
-        " one write). 'chain, 0.2 ms/firing': the same chain whose actors each wait 0.2 ms.",
+        f"chain, 1 worker, as measured here: a firing costs {fmt(cost_off, '.1f')} us untaped and recording it"
+        f" {fmt(cost_rec, '.1f')} us more (a firing record and a step record: encode, digest, hash chain, one"
+        " write). 'chain, 0.2 ms/firing': the same chain whose actors each wait 0.2 ms.",
     ]
     return [
         table("1. Engine speed: Flowtape vs wfpy 1.1.0 (firings/s)",
@@ -361,21 +368,27 @@ def resume_series(
 
 
 def replay_figures(res: dict[str, Any]) -> dict[str, float | None]:
-    """Replay speed-up implied by the timings: the last-step resume replays every firing; the
-    middle one replays about half and runs the rest live (at the fresh run's pace)."""
+    """Replay speed-up implied by the timings. The last-step resume replays every firing. The middle
+    one replays about half and then runs live: the fresh run's time to reach that step, over the
+    resumed run's time to its first live step (both from the steps the engine reported)."""
     fresh = res.get("fresh", {}).get("seconds")
     last = res.get("last", {}).get("seconds")
     mid = res.get("mid", {}).get("seconds")
     out: dict[str, float | None] = {"fresh_s": fresh, "mid_s": mid, "last_s": last}
     out["last_pct_of_fresh"] = last / fresh * 100 if fresh and last else None
     out["speedup_last"] = fresh / last if fresh and last else None
-    if fresh and mid and "mid" in res:
-        steps = res["fresh"]["steps"]
-        frac = res["mid"]["at_step"] / steps
-        replay_part = mid - fresh * (1 - frac)
-        out["speedup_mid"] = fresh * frac / replay_part if replay_part > 0 else None
-    else:
-        out["speedup_mid"] = None
+    out["speedup_mid"] = out["mid_replay_s"] = out["mid_fresh_s"] = None
+    if fresh and "mid" in res:
+        at = res["mid"]["at_step"]
+        reached = next((t for s, t in res["fresh"].get("marks", []) if s >= at), None)
+        first_live = res["mid"].get("marks", [])[:1]
+        if reached and first_live and first_live[0][0] == at + 1:
+            out["mid_fresh_s"], out["mid_replay_s"] = reached, first_live[0][1]
+            out["speedup_mid"] = reached / first_live[0][1]
+        elif mid:  # no steps reported (wfpy): the resumed run's time less the live half's, at the fresh pace
+            frac = at / res["fresh"]["steps"]
+            replay_part = mid - fresh * (1 - frac)
+            out["speedup_mid"] = fresh * frac / replay_part if replay_part > 0 else None
     return out
 
 
@@ -470,7 +483,9 @@ def tape_and_resume(b: Bench, results: dict[str, Any]) -> list[str]:
         ["resume times are the whole run() call: reading the recorded run, replaying, running the rest live.",
          "same outputs: the resumed runs' outputs equal the fresh run's (digest of the returned outputs).",
          "replay x (last) = fresh / resume-at-last (every firing replayed);"
-         " replay x (mid) = the replayed half's live time / (resume@mid - the live half's time).",
+         " replay x (mid) = the fresh run's time to reach the middle step / the resumed run's time to its"
+         " first live step (the tape read, the run at the step restored, the prefix copied); for wfpy,"
+         " which reports no steps, the replayed half's live time / (resume@mid - the live half's time).",
          f"targets: trivial actors, Flowtape replay >= {TARGET_REPLAY_SPEEDUP:.0f}x faster than live;"
          f" 20 ms actors, resume at the last step < {TARGET_SLEEP_RESUME_PCT:.0f}% of the live run.",
          f"wfpy's trivial chain is {p['wf_n']['chain']:,} items (its speed-bench run is the fresh run);"
