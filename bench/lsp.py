@@ -480,7 +480,7 @@ def render(res: dict[str, Any], quick: bool) -> str:
         ["request", "time", "range", "target"], detail_rows,
         [f"the tape was written beforehand by `flowtape run` ({fmt(d.get('generate_s'), '.1f', 's')});"
          " times are request sent -> response decoded by the client.",
-         f"server peak memory (VmHWM) after indexing it: {fmt(dmem.get('VmHWM'), '.0f')} MB"
+         f"server peak memory (VmHWM) after these requests: {fmt(dmem.get('VmHWM'), '.0f')} MB"
          f" (RSS {fmt(dmem.get('VmRSS'), '.0f')} MB)  "
          f"{verdict(dmem['VmHWM'] < TARGET_PEAK_MB if dmem.get('VmHWM') else None)} (target < {TARGET_PEAK_MB:.0f} MB).",
          "cold = the first request for a run the server has not read yet: the last step of a finished run is"

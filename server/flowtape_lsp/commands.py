@@ -179,13 +179,17 @@ def register(server: FlowtapeServer) -> None:
     async def step_detail(params: Any) -> Any:
         p = P.decode_params(params, P.StepDetailParams)
         run = manager.get(p.runId)
-        if not run.live and not run.index.finished:  # a finished run not read (through) yet: try its end first
-            fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)
-            if fast is None:  # another step: from the checkpoints before it, while the index is read
+        if not run.live and not run.index.finished:  # a finished run not read (through) yet
+            fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)  # its last step
+            total = _recorded_steps(run, 0)
+            if fast is None and total and not 1 <= p.step <= total:
+                raise P.not_found(f"step {p.step} is out of range: run {run.run_id} has steps 1 to {total}")
+            if fast is None:
                 index = await manager.ready(run, until_step=1)
-                if index.header is not None and index.steps < p.step <= _recorded_steps(run, 0):
+                if 1 <= p.step <= index.steps:  # what was read so far answers
+                    fast = await asyncio.to_thread(index.at_step, p.step)
+                elif index.header is not None and p.step <= total:  # its checkpoints do
                     fast = await asyncio.to_thread(at_step_from_checkpoints, index.path, index.header, p.step)
-                    manager.read_later(run)
             if fast is not None:
                 return describe(run, fast).to_json()
         await manager.ready(run)

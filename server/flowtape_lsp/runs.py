@@ -56,7 +56,6 @@ class Run:
     announced: bool = False
     finished: bool = False
     stopping: bool = False
-    indexing: bool = False  # a background read of its tape is under way (read_later)
     stderr: bytes = b""
     error: str | None = None
     progress_token: str | None = None
@@ -109,14 +108,6 @@ class RunManager:
         if run.index.header is None:
             raise P.not_found(f"run {run.run_id} has no tape header (it failed before it started: {run.error or 'no tape'})")
         return run.index
-
-    def read_later(self, run: Run) -> None:
-        """Index a finished run in the background: a request answered without the index (from the
-        tape's checkpoints or by bisecting it) will be followed by others that the index answers
-        faster."""
-        if not run.live and not run.index.finished and not run.indexing:
-            run.indexing = True
-            self._spawn(asyncio.to_thread(run.index.ingest_all))
 
     def _register(self, run_id: str, run_dir: Path, live: bool) -> Run:
         run = Run(run_id, run_dir, TapeIndex(run_dir), live=live)

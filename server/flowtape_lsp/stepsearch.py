@@ -69,10 +69,13 @@ def _before_step(fh: BinaryIO, lo: int, number: int) -> int:
     return lo
 
 
+REGION_LIMIT = 16 << 20  # past this many bytes from the last checkpoint, the index answers better
+
+
 def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep | None:
     """The run right after step `number` of a finished tape, rebuilt from the checkpoints before
     it (each adds what the outputs gained) and the records since the last one; None when the
-    tape cannot answer that way."""
+    tape cannot answer that way, or not quickly (no checkpoint near enough)."""
     rebuild = Rebuild(header, full_checks=False)
     try:
         with open(path, "rb") as fh:
@@ -87,6 +90,8 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
             filler = StepFiller(header)
             pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
             for raw in _lines(fh):
+                if fh.tell() - start > REGION_LIMIT:
+                    return None
                 record = decode_record(raw)
                 filler.see(record)
                 rebuild.apply(Line(0, b"", record))
