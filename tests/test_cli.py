@@ -203,3 +203,28 @@ def test_a_runs_dir_that_cannot_be_created_is_a_clear_error(cli, tmp_path):
     code, out, err = cli("run", CHAIN, "--runs-dir", str(blocker), runs_dir=False)
     assert code == 2 and out == ""
     assert err.startswith(f"flowtape: cannot create the run directory {blocker}/") and err.count("\n") == 1
+
+
+def test_show_a_step_of_a_trusted_tape_starts_from_a_checkpoint_and_says_the_same(cli, monkeypatch):
+    from flowtape import scheduler, trust
+
+    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 4)
+    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    cli("run", CHAIN, "--run-id", "r1", "--max-workers", "1")
+    fast = [cli("show", "r1", "--step", str(n)) for n in range(1, 16)]
+    monkeypatch.setattr(trust, "file_sealed", lambda path, seal: False)  # as a tape from elsewhere
+    verified = [cli("show", "r1", "--step", str(n)) for n in range(1, 16)]
+    assert fast == verified and all(code == 0 for code, _, _ in fast)
+
+
+def test_show_a_step_of_a_changed_tape_verifies_it_and_refuses_it(cli, tmp_path):
+    from flowtape.tape import reseal
+
+    cli("run", CHAIN, "--run-id", "r1", "--max-workers", "1")
+    tape = tmp_path / "runs" / "r1" / "tape.jsonl"
+    lines = tape.read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if b'"actor":"double"' in line and b'"produced"' in line)
+    lines[at] = lines[at].replace(b'"produced":[[2,[2]]]', b'"produced":[[2,[4]]]')
+    tape.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
+    code, out, err = cli("show", "r1", "--step", "12")
+    assert code == 1 and out == "" and "consumed digests match" in err

@@ -104,14 +104,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .show import format_detail, load, step_detail
+    from .show import detail_of, format_detail, load
     from .tape import Step
 
     run_dir = resolve_run(args.run, _runs_dir(args))
-    tape = load(run_dir)
     if args.step is not None:
-        print(format_detail(step_detail(tape, args.step)))
+        print(format_detail(detail_of(run_dir, args.step)))
         return EXIT_OK
+    tape = load(run_dir)
     h = tape.header
     end = tape.end
     print(f"run {h.runId} · workflow {h.workflow} · {h.flowFile}")

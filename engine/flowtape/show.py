@@ -7,8 +7,11 @@ from pathlib import Path
 
 import msgspec
 
+from . import trust
 from .errors import UsageError
-from .tape import Firing, Step, Tape
+from .rundir import TAPE, read_summary
+from .seek import at_step_from_checkpoints
+from .tape import Firing, Header, Step, Tape, decode_record
 from .values import preview_json
 from .verify import Rebuild, verify
 
@@ -26,6 +29,24 @@ class StepDetail:
 
 def _previews(tokens: list[msgspec.Raw], limit: int = 60) -> list[str]:
     return [preview_json(msgspec.json.decode(t), limit) for t in tokens]
+
+
+def detail_of(run_dir: Path, number: int) -> StepDetail:
+    """Step `number` of a run. A tape this machine wrote and nobody changed (trust.py) is not
+    re-verified, and the run at the step is rebuilt from the checkpoint before it; any other tape
+    is verified and rebuilt from its first record."""
+    summary = read_summary(run_dir)
+    if summary is not None and summary.tape is not None and summary.status != "running":
+        if not 1 <= number <= summary.steps:
+            raise UsageError(f"step {number} is out of range: run {summary.id} has steps 1 to {summary.steps}")
+        path = run_dir / TAPE
+        if trust.file_sealed(path, summary.tape):
+            with open(path, "rb") as fh:
+                header = decode_record(fh.readline().rstrip(b"\n"))
+            at = at_step_from_checkpoints(path, header, number) if isinstance(header, Header) else None
+            if at is not None:
+                return _describe(at.rebuild, at.step, at.firings)
+    return step_detail(load(run_dir), number)
 
 
 def step_detail(tape: Tape, number: int) -> StepDetail:

@@ -70,6 +70,18 @@ def _load_or_make(path: Path) -> bytes | None:
 def seal_file(path: Path, written: int) -> TapeSeal | None:
     """The seal of a tape its writer has just closed, having written `written` bytes to it; None
     when there is no key or the file is not all its writer's (anything else appended to it)."""
+    seal = _file_seal(path)
+    return seal if seal is not None and seal.bytes == written else None
+
+
+def file_sealed(path: Path, seal: TapeSeal | None) -> bool:
+    """Whether the tape at `path` is exactly the one its writer sealed with `seal` (read in chunks:
+    a tape may be larger than one would hold in memory)."""
+    found = _file_seal(path) if seal is not None else None
+    return found is not None and found.bytes == seal.bytes and hmac.compare_digest(found.mac, seal.mac)  # type: ignore[union-attr]
+
+
+def _file_seal(path: Path) -> TapeSeal | None:
     k = key()
     if k is None:
         return None
@@ -82,7 +94,7 @@ def seal_file(path: Path, written: int) -> TapeSeal | None:
                 size += len(chunk)
     except OSError:
         return None
-    return TapeSeal(size, mac.hexdigest()) if size == written else None
+    return TapeSeal(size, mac.hexdigest())
 
 
 def seals(data: bytes, seal: TapeSeal | None) -> bool:

@@ -9,14 +9,14 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps
 from flowtape.tape import Firing, Step
 from flowtape.values import preview_json
 from lsprotocol import types as lsp
 
 from . import protocol as P
 from .runs import Run
-from .stepsearch import at_step_from_checkpoints, find_steps
-from .tapeindex import AtStep, Filler, iter_lines, last_step_from_end
+from .tapeindex import Filler, iter_lines, last_step_from_end
 from .workspace import flow_path, same_file
 
 if TYPE_CHECKING:

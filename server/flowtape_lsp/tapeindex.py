@@ -11,13 +11,14 @@ import os
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE
+from flowtape.seek import AtStep
 from flowtape.tape import Diverged, End, Firing, Header, Line, Record, Step, gc_paused, seal
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
@@ -115,15 +116,6 @@ class Snapshot:
     line: int  # tape line number of the step's line
     rebuild: Rebuild
     last: tuple[str, int] | None  # the last firing before `offset`, for the filler
-
-
-@dataclass
-class AtStep:
-    """The rebuilt run right after a step, and the firings that made the step."""
-
-    step: Step
-    rebuild: Rebuild
-    firings: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = field(default_factory=list)
 
 
 def iter_lines(path: Path, offset: int, line: int, filler: Filler) -> Iterator[tuple[int, int, Record]]:

@@ -77,7 +77,7 @@ async def test_a_middle_step_of_an_unread_run_is_described_from_its_checkpoints(
 
 
 def test_checkpoints_rebuild_a_step_as_the_index_does(workspace: Path) -> None:
-    from flowtape_lsp.stepsearch import at_step_from_checkpoints
+    from flowtape.seek import at_step_from_checkpoints
     from flowtape_lsp.tapeindex import TapeIndex
 
     for run_id in ("big", "again"):
@@ -97,7 +97,7 @@ def test_checkpoints_rebuild_a_step_as_the_index_does(workspace: Path) -> None:
 
 @pytest.mark.parametrize("chunk", [97, 4096, 8 << 20])
 def test_the_checkpoints_of_a_tape_are_found_whatever_the_reads(workspace: Path, monkeypatch, chunk: int) -> None:
-    from flowtape_lsp import stepsearch
+    from flowtape import seek as stepsearch
 
     monkeypatch.setattr(stepsearch, "SCAN_CHUNK", chunk)
     monkeypatch.setattr(stepsearch, "_known", {})

@@ -1,22 +1,33 @@
 """Steps of a finished tape found without reading it through: step records carry their number
 and are written in order, so the file can be bisected on it. Jumping to the last page of a
 million-step run then reads a few kilobytes instead of the whole tape; describing a step in its
-middle rebuilds the run from the checkpoints before it and the records since the last one."""
+middle rebuilds the run from the checkpoints before it and the records since the last one.
+No checks are made on the way: this is for tapes verified or trusted already (trust.py)."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
-from flowtape.errors import TraceCorruption
-from flowtape.tape import Checkpoint, Firing, Header, Line, Step, StepFiller, decode_record
-from flowtape.verify import Rebuild
 
-from .tapeindex import AtStep
+from .errors import TraceCorruption
+from .tape import Checkpoint, Firing, Header, Line, Step, StepFiller, decode_record
+from .verify import Rebuild
+
+
+@dataclass
+class AtStep:
+    """The rebuilt run right after a step, and the firings that made the step (with what each took)."""
+
+    step: Step
+    rebuild: Rebuild
+    firings: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = field(default_factory=list)
+
 
 # a step's line starts with its tag, the replayed mark if any, then its number
 _STEP_LINE = re.compile(rb'\n\{"t":"s",(?:"replayed":true,)?"step":(\d+)')
