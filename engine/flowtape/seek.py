@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -16,7 +16,7 @@ from typing import BinaryIO
 import msgspec
 
 from .errors import TraceCorruption
-from .tape import Checkpoint, Firing, Header, Line, Step, StepFiller, decode_record
+from .tape import Checkpoint, Firing, Header, Line, Record, Step, StepFiller, decode_record
 from .verify import Rebuild
 
 
@@ -98,26 +98,37 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
                 rebuild.restart(checkpoint)
                 start = line_end
             fh.seek(start)
-            filler = StepFiller(header)
-            pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
-            for raw in _lines(fh):
-                if fh.tell() - start > REGION_LIMIT:
-                    return None
-                record = decode_record(raw)
-                filler.see(record)
-                rebuild.apply(Line(0, b"", record))
-                if isinstance(record, Firing):
-                    pending.append((record, rebuild.taken))
-                elif isinstance(record, Step):
-                    if record.step == number:
-                        return AtStep(record, rebuild, pending)
-                    if record.step > number:
-                        return None
-                    pending = []
-                rebuild.chats.clear()
+            return walk_to_step(_records(fh, StepFiller(header), start + REGION_LIMIT), rebuild, number)
     except (OSError, ValueError, TraceCorruption, msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def walk_to_step(records: Iterable[Record], rebuild: Rebuild, number: int) -> AtStep | None:
+    """Apply `records` to `rebuild` up to step `number`: the run right after it, with the firings
+    written since the step before (what each took); None if the records end first."""
+    pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
+    for record in records:
+        rebuild.apply(Line(0, b"", record))
+        if isinstance(record, Firing):
+            pending.append((record, rebuild.taken))
+        elif isinstance(record, Step):
+            if record.step == number:
+                return AtStep(record, rebuild, pending)
+            if record.step > number:
+                return None
+            pending = []
+        rebuild.chats.clear()  # a firing's chat is on its record; the history is not needed here
     return None
+
+
+def _records(fh: BinaryIO, filler: StepFiller, until: int) -> Iterator[Record]:
+    """The records from here on, steps filled in, until the file offset `until` is passed."""
+    for raw in _lines(fh):
+        if fh.tell() > until:
+            return
+        record = decode_record(raw)
+        filler.see(record)
+        yield record
 
 
 def _lines(fh: BinaryIO) -> Iterator[bytes]:

@@ -10,7 +10,7 @@ import msgspec
 from . import trust
 from .errors import UsageError
 from .rundir import TAPE, read_summary
-from .seek import at_step_from_checkpoints
+from .seek import at_step_from_checkpoints, walk_to_step
 from .tape import Firing, Header, Step, Tape, decode_record
 from .values import preview_json
 from .verify import Rebuild, verify
@@ -55,18 +55,10 @@ def step_detail(tape: Tape, number: int) -> StepDetail:
     total = sum(1 for line in tape.lines if isinstance(line.record, Step))
     if not 1 <= number <= total:
         raise UsageError(f"step {number} is out of range: run {header.runId} has steps 1 to {total}")
-    rebuild = Rebuild(header)
-    pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
-    for line in tape.lines[1:]:
-        rebuild.apply(line)
-        record = line.record
-        if isinstance(record, Firing):
-            pending.append((record, rebuild.taken))
-        elif isinstance(record, Step):
-            if record.step == number:
-                return _describe(rebuild, record, pending)
-            pending = []
-    raise UsageError(f"step {number} not found")
+    found = walk_to_step((line.record for line in tape.lines[1:]), Rebuild(header), number)
+    if found is None:
+        raise UsageError(f"step {number} not found")
+    return _describe(found.rebuild, found.step, found.firings)
 
 
 def _describe(rebuild: Rebuild, step: Step, pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]]) -> StepDetail:

@@ -18,7 +18,7 @@ from typing import Any, cast
 import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE
-from flowtape.seek import AtStep
+from flowtape.seek import AtStep, walk_to_step
 from flowtape.tape import Diverged, End, Firing, Header, Line, Record, Step, gc_paused, seal
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
@@ -390,17 +390,10 @@ class TapeIndex:
             snap = self.snapshots[bisect.bisect_right(steps, number - 1) - 1]
             rebuild = copy_rebuild(snap.rebuild)
             filler = Filler(self.header, snap.last)
-        pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
-        for _, _, record in iter_lines(self.path, snap.offset, snap.line, filler):
-            rebuild.apply(Line(0, b"", record))
-            if isinstance(record, Firing):
-                pending.append((record, rebuild.taken))
-            elif isinstance(record, Step):
-                if record.step == number:
-                    return AtStep(record, rebuild, pending)
-                pending = []
-            rebuild.chats.clear()
-        raise IndexError(number)
+        found = walk_to_step((r for _, _, r in iter_lines(self.path, snap.offset, snap.line, filler)), rebuild, number)
+        if found is None:
+            raise IndexError(number)
+        return found
 
     # ---- closing a tape whose writer died -------------------------------------------------------------
 
