@@ -449,7 +449,11 @@ def test_a_run_failed_inside_a_loop_resumes_without_running_anything_twice(branc
 # ---- a tape this machine wrote is trusted: no re-verification, rebuilt from its checkpoints ----
 
 
-def test_a_trusted_tape_is_resumed_from_its_nearest_checkpoint(chain, tmp_path, monkeypatch):
+@pytest.mark.parametrize("copy_chunk", [97, 8 << 20])
+def test_a_trusted_tape_is_resumed_from_its_nearest_checkpoint(chain, tmp_path, monkeypatch, copy_chunk):
+    from flowtape import tape as tape_module
+
+    monkeypatch.setattr(tape_module, "COPY_CHUNK", copy_chunk)  # the prefix copied in many writes, or one
     monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 3)
     monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
     original = execute(chain.main, max_workers=1, runs_dir=tmp_path)

@@ -71,8 +71,9 @@ class Snapshot:
     seq: int
     steps: int
     # When those records are all the recorded tape holds up to the step, they are copied as one
-    # block with their hashes (the new header's `chainFrom` is `chain_from`).
-    block: bytes | None = None
+    # block with their hashes (the new header's `chainFrom` is `chain_from`): the recorded
+    # tape's bytes and where that block begins and ends in them.
+    block: tuple[bytes, int, int] | None = None
     chain_from: str | None = None
     outputs_checkpointed: dict[int, int] = field(default_factory=dict)  # see Checkpoint.outputs
 
@@ -162,7 +163,7 @@ def _check_resumable(header: Header, net: Network, workflow: str, at_step: int |
     return at_step
 
 
-def _snapshot(rebuild: Rebuild, lines: list[bytes], block: bytes | None, header: Header) -> Snapshot:
+def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int] | None, header: Header) -> Snapshot:
     return Snapshot(
         lines, [list(q) for q in rebuild.queues], dict(rebuild.fire_counts), dict(rebuild.states),
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
@@ -233,7 +234,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     if any((tuple(f.within) if f.within is not None else (f.actor, f.fireCount)) not in tops for f in region):
         return None
     return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, set(),
-                      _snapshot(rebuild, [], data[body_start:offset], header))
+                      _snapshot(rebuild, [], (data, body_start, offset), header))
 
 
 def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
@@ -268,7 +269,8 @@ def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: s
                 if clean and snapshot is None:
                     prefix.append(line.raw)
                     if isinstance(record, Step) and record.step == at_step and not any(loop_mid.values()):
-                        block = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
+                        joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
+                        block = (joined, 0, len(joined)) if joined is not None else None
                         snapshot = _snapshot(rebuild, prefix, block, header)
                 continue
             if not isinstance(record, Firing):

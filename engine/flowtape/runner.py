@@ -203,7 +203,7 @@ def execute(
     )
     if plan is not None and plan.snapshot is not None:
         if writer is not None and plan.snapshot.block is not None:
-            writer.copy_prefix(plan.snapshot.block)
+            writer.copy_prefix(*plan.snapshot.block)
         elif writer is not None:
             writer.copy_replayed(plan.snapshot.lines)
         restore(engine, plan.snapshot)

@@ -24,6 +24,7 @@ from .errors import TraceCorruption
 FORMAT_VERSION = 2
 HASH_KEY = b',"h":"'
 HASH_LEN = 12  # hex digits of a record's chained hash
+COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time
 # A replayed firing or step starts with its `replayed` mark, right after the tag; the chain leaves
 # the mark out, so a resumed run can copy a recorded prefix verbatim and mark it in one pass.
 _MARK = b'"replayed":true,'
@@ -296,13 +297,19 @@ class TapeWriter:
             if held and not self.closed:
                 self._out(b"".join(held))
 
-    def copy_prefix(self, block: bytes) -> None:
-        """Append another tape's records verbatim (whole lines), marked `replayed`: the prefix a
-        resumed run restored. The header said `chainFrom`, so their hashes hold as they are."""
+    def copy_prefix(self, data: bytes, start: int, end: int) -> None:
+        """Append another tape's records `data[start:end]` (whole lines) verbatim, marked
+        `replayed`: the prefix a resumed run restored. The header said `chainFrom`, so their hashes
+        hold as they are. Copied a few megabytes at a time: a long prefix is never copied whole."""
         with self._lock:
-            if block:
-                self._out(mark_replayed(block))
-                self._last = last_hash(block)
+            if start >= end:
+                return
+            self._last = last_hash(data[end - HASH_LEN - 3 : end])
+            while start < end:
+                cut = data.find(b"\n", min(end, start + COPY_CHUNK) - 1) + 1  # on a line's end
+                cut = end if not start < cut <= end else cut
+                self._out(mark_replayed(data[start:cut]))
+                start = cut
 
     def copy_replayed(self, lines: list[bytes]) -> None:
         """Append some records of another tape, marked `replayed` and chained anew (when the
