@@ -540,3 +540,46 @@ def test_a_sealed_tape_of_another_version_is_refused_with_the_reason(chain, tmp_
     write_summary(original.run_dir, summary)
     with pytest.raises(ResumeRefused, match="format version 3; this Flowtape reads version 2"):
         execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)
+
+
+def test_checkpoints_carry_what_an_agents_chat_gained_and_resumes_restore_it(tmp_path, monkeypatch):
+    """An agent at the top level, a checkpoint every other step: each checkpoint holds only the chat
+    messages added since the one before; resuming anywhere gives the agent its whole history."""
+    from flowtape import Port, agent, task
+
+    @task
+    class Numbers:
+        i: int = 0
+
+        class Ports:
+            Out = Port[int](direction="out")
+
+        def action(self):
+            if self.i < 6:
+                self.i += 1
+                return self.i
+            return None
+
+    @agent(prompt="Even?", transport="mock", mock_outputs={"Verdict": lambda inputs: "yes"})
+    class Judge:
+        class Ports:
+            In = Port[int](direction="in")
+            Verdict = Port[str](direction="out")
+
+    @workflow
+    def judged():
+        numbers = Numbers()
+        judge = Judge()
+        connect(numbers.Out, judge.In)
+        connect(judge.Verdict, "Out")
+
+    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
+    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    original = execute(judged, max_workers=1, runs_dir=tmp_path)
+    verify(original.run_dir / "tape.jsonl")
+    gained = [c.chats for c in tape_of(original).records() if isinstance(c, Checkpoint)]
+    assert len(gained) >= 4 and all(len(chats) <= 1 and all(len(m) <= 1 for _, m in chats) for chats in gained)
+    for at_step in range(original.steps + 1):
+        resumed = execute(judged, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=at_step)
+        assert resumed.outputs == original.outputs == {"Out": ["yes"] * 6}
+        verify(resumed.run_dir / "tape.jsonl")  # its checkpoints say the same as its records

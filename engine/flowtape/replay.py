@@ -76,6 +76,7 @@ class Snapshot:
     block: tuple[bytes, int, int] | None = None
     chain_from: str | None = None
     outputs_checkpointed: dict[int, int] = field(default_factory=dict)  # see Checkpoint.outputs
+    chats_since: dict[str, list[Raw]] = field(default_factory=dict)  # see Checkpoint.chats
 
 
 @dataclass
@@ -168,6 +169,7 @@ def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int
         lines, [list(q) for q in rebuild.queues], dict(rebuild.fire_counts), dict(rebuild.states),
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
         block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
+        rebuild.chats_since(),
     )
 
 

@@ -29,7 +29,7 @@ def restore(engine: Engine, snapshot: Any) -> None:
             for key, value in value_of((LAZY, raw)).items():
                 setattr(actor.obj, key, value)
             actor.state_enc = bytes(raw)
-        engine.chats = {path: list(chats) for path, chats in snapshot.chats.items()}
+        engine.chats_since = {path: list(chats) for path, chats in snapshot.chats_since.items()}
         engine.outputs_checkpointed.update(snapshot.outputs_checkpointed)
         for path, chats in snapshot.chats.items():
             history = getattr(engine.net.by_path[path].obj, "chat_history", None)

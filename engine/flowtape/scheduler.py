@@ -34,14 +34,14 @@ from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step, TapeWrit
 from .values import NotEncodable, digest, encode
 
 _NONE_ENC = Raw(encode(None))
-# A checkpoint at most every this many steps, and only once the tape has grown by this many times
-# the last checkpoint's size since it: a resume decodes at most that many steps, and checkpoints
-# add a few percent to a tape at most, whatever the size of the queues and states.
 # An action quicker than this runs without the engine letting go of its lock: with the GIL, other
 # workers cannot run Python meanwhile anyway, and handing the lock (and the GIL) back and forth
 # for every firing of trivial actors costs more than the firings. Slower actions (I/O, a model
 # call, anything that releases the GIL) run with the lock released, in parallel.
 QUICK_ACTION = 50e-6  # seconds
+# A checkpoint at most every this many steps, and only once the tape has grown by this many times
+# the last checkpoint's size since it: a resume decodes at most that many steps, and checkpoints
+# add a few percent to a tape at most, whatever the size of the queues and states.
 CHECKPOINT_STEPS = 1024
 CHECKPOINT_GROWTH = 16
 
@@ -115,7 +115,7 @@ class Engine:
         self.diverged: list[Diverged] = []
         self.last_taken: list[tuple[Queue, list[Item]]] = []  # what the latest step took, for the end record
         self.last_step_seq = -1
-        self.chats: dict[str, list[Raw]] = {}  # each agent's chat messages, per firing, for checkpoints
+        self.chats_since: dict[str, list[Raw]] = {}  # chat messages added since the last checkpoint
         self.loops_mid: set[str] = set()  # loops between two items: no checkpoint then
         self.can_checkpoint = True  # until a firing cannot be replayed
         self._checkpointed = (0, 0)  # tape bytes at the latest checkpoint, and its size
@@ -400,7 +400,7 @@ class Engine:
             record.state = state
         if chat is not None:
             record.chat = chat
-            self.chats.setdefault(actor.path, []).append(chat)
+            self.chats_since.setdefault(actor.path, []).append(chat)
         if ctx is None:
             self.last_taken = takes
             touched = {q for q, _ in takes} | {q for q, _ in produced}
@@ -493,8 +493,9 @@ class Engine:
             outputs=gained,
             states=[(a.path, Raw(a.state_enc)) for a in net.actors if a.state_enc],
             fireCounts=[(a.path, a.fire_count) for a in net.actors if a.fire_count],
-            chats=list(self.chats.items()),
+            chats=list(self.chats_since.items()),
         )
+        self.chats_since = {}
         size = sum(len(t) for _, tokens in queues for t in tokens) + sum(len(bytes(s)) for _, s in checkpoint.states)
         self._checkpointed = (tape.written, 256 + size)
         self._checkpoint_due = self.steps + CHECKPOINT_STEPS

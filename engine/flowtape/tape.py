@@ -158,7 +158,7 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     outputs: list[tuple[int, list[Raw]]] = []  # what the run's outputs gained since the last checkpoint
     states: list[tuple[str, Raw]] = []  # each actor's latest recorded state
     fireCounts: list[tuple[str, int]] = []
-    chats: list[tuple[str, list[Raw]]] = []  # each agent's chat messages, as its firings added them
+    chats: list[tuple[str, list[Raw]]] = []  # what each agent's chat gained since the last checkpoint
     h: str = ""
 
 

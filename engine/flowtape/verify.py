@@ -54,6 +54,7 @@ class Rebuild:
         self.last_step_seq = 0
         self.outputs = {i for i, qid in enumerate(header.queues) if qid.startswith("$.") and "->" not in qid}
         self.outputs_checkpointed = dict.fromkeys(self.outputs, 0)  # tokens in each output at the last checkpoint
+        self.chats_checkpointed: dict[str, int] = {}  # chat messages of each agent at the last checkpoint
         inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw]) if header.inputs else {}
         for index, qid in enumerate(header.queues):
             if qid.startswith("$.") and "->" in qid:
@@ -139,6 +140,11 @@ class Rebuild:
         self.last_taken = self._step_taken.pop((s.actor, s.fireCount), [])
         self.last_step_seq = s.journalSeq
 
+    def chats_since(self) -> dict[str, list[Raw]]:
+        """What each agent's chat gained since the last checkpoint."""
+        seen = self.chats_checkpointed
+        return {path: chats[seen.get(path, 0) :] for path, chats in self.chats.items() if len(chats) > seen.get(path, 0)}
+
     def restart(self, checkpoint: Checkpoint) -> None:
         """Carry on from a checkpoint of a trusted tape, as if every record before it were applied
         (and every checkpoint before it restarted from: each adds what the outputs gained)."""
@@ -152,7 +158,9 @@ class Rebuild:
         self.outputs_checkpointed = {i: len(self.queues[i]) for i in self.outputs}
         self.states = dict(checkpoint.states)
         self.fire_counts = dict(checkpoint.fireCounts)
-        self.chats = {path: list(chats) for path, chats in checkpoint.chats}
+        for path, chats in checkpoint.chats:
+            self.chats.setdefault(path, []).extend(chats)
+        self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         self.seq = self.last_step_seq = checkpoint.seq
         self.step = checkpoint.step
 
@@ -172,8 +180,9 @@ class Rebuild:
             problems.append("actor states")
         if dict(c.fireCounts) != {a: n for a, n in self.fire_counts.items() if n}:
             problems.append("fire counts")
-        if {a: _tokens([(0, m)]) for a, m in c.chats} != {a: _tokens([(0, m)]) for a, m in self.chats.items()}:
+        if {a: _tokens([(0, m)]) for a, m in c.chats} != {a: _tokens([(0, m)]) for a, m in self.chats_since().items()}:
             problems.append("chat messages")
+        self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         if problems:
             raise TraceCorruption(
                 f"the checkpoint differs from the rebuilt run: {', '.join(problems)}", n, "checkpoints agree with the rebuilt run"
