@@ -16,6 +16,7 @@ from . import trust
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
 from .rundir import TAPE, read_summary
+from .seek import checkpoints_of
 from .tape import (
     ActorInfo,
     Checkpoint,
@@ -173,7 +174,6 @@ def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int
     )
 
 
-_CHECKPOINT_AT = b'\n{"t":"checkpoint","step":'
 _DIVERGED_AT = b'\n{"t":"diverged"'
 
 
@@ -190,19 +190,13 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     if at_step == 0:
         return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, set())
     rebuild = Rebuild(header, full_checks=False)
-    start = body_start
-    found = data.find(_CHECKPOINT_AT, body_start - 1)
-    while found >= 0:  # every checkpoint up to the step: the outputs are rebuilt from all of them
-        digits = found + len(_CHECKPOINT_AT)
-        if int(data[digits : data.index(b",", digits)]) > at_step:
-            break
-        if start > body_start:
-            checkpoint = decode_record(data[start : data.index(b"\n", start)])
-            if not isinstance(checkpoint, Checkpoint):
-                return None
-            rebuild.restart(checkpoint)
-        start = found + 1
-        found = data.find(_CHECKPOINT_AT, start)
+    start = body_start  # where the records after the last checkpoint up to the step begin
+    with open(run_dir / TAPE, "rb") as fh:
+        for checkpoint, line_end in checkpoints_of(run_dir / TAPE, fh):
+            if checkpoint.step > at_step:
+                break
+            rebuild.restart(checkpoint)  # every one up to the step: the outputs add up
+            start = line_end
     number = data.count(b"\n", 0, start) + 1
     filler = StepFiller(header)
     kinds = {a.path: a.kind for a in header.actors}
@@ -210,26 +204,23 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     tops: set[tuple[str, int]] = set()
     loop_mid: dict[str, bool] = {}  # a checkpoint is written with no loop between two items
     offset = start
-    while rebuild.step < at_step or (offset == start and start > body_start):
+    while rebuild.step < at_step:
         cut = data.index(b"\n", offset)
         raw = data[offset:cut]
         record = decode_record(raw)
         filler.see(record)
-        if isinstance(record, Checkpoint):
-            rebuild.restart(record)
-        elif isinstance(record, Diverged | End | Header):
+        if isinstance(record, Checkpoint | Diverged | End | Header):
             return None
-        else:
-            rebuild.apply(Line(number, raw, record))
-            if isinstance(record, Step):
-                tops.add((record.actor, record.fireCount))
-            elif isinstance(record, Firing):
-                if record.notReplayable:
-                    return None
-                region.append(record)
-                if kinds.get(record.actor) == "loop":
-                    item = f"{record.actor}.item->"
-                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+        rebuild.apply(Line(number, raw, record))
+        if isinstance(record, Step):
+            tops.add((record.actor, record.fireCount))
+        elif isinstance(record, Firing):
+            if record.notReplayable:
+                return None
+            region.append(record)
+            if kinds.get(record.actor) == "loop":
+                item = f"{record.actor}.item->"
+                loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
         offset, number = cut + 1, number + 1
     if any(loop_mid.values()) or data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
         return None

@@ -190,22 +190,12 @@ def _read_from(fh: BinaryIO, lo: int, header: Header, first: int, limit: int) ->
     """Read forward from the newline at `lo`: the line of a step before `first` (or the header's),
     so the firing that step `first` follows, which names its actor, is read too."""
     fh.seek(lo + 1)
-    filler = StepFiller(header)
     steps: list[Step] = []
-    rest = b""
-    while len(steps) < limit:
-        chunk = fh.read(1 << 20)
-        if not chunk:
-            break
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        for raw in lines:
-            record = decode_record(raw)
-            filler.see(record)
-            if isinstance(record, Step) and record.step >= first:
-                if not steps and record.step != first:
-                    return None
-                steps.append(record)
-                if len(steps) == limit:
-                    break
+    for record in _records(fh, StepFiller(header), 1 << 62):
+        if isinstance(record, Step) and record.step >= first:
+            if not steps and record.step != first:
+                return None
+            steps.append(record)
+            if len(steps) == limit:
+                break
     return steps or None
