@@ -105,12 +105,12 @@ def test_reordered_records_are_detected(run):
     swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
     write(run, swapped)
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (a + 1, "hash chain")
+    assert (exc.line, exc.rule) == (a + 2, "hash chain")  # a step line is covered by the next hashed line
 
     write(run, reseal(swapped))
     exc = corrupt(run)
     assert exc.line == a + 1
-    assert exc.rule == "journalSeq names the last firing before the step"
+    assert exc.rule == "a step names its firing"  # it names none and follows no firing
 
     f3 = find(lines, b'"seq":3,')
     two_firings = lines[:a] + [lines[f3], lines[f3 + 1], lines[a], lines[b]] + lines[f3 + 2 :]
@@ -173,12 +173,12 @@ def test_a_dropped_line_is_detected(run):
     dropped = lines[:at] + lines[at + 1 :]
     write(run, dropped)
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (at + 1, "hash chain")
+    assert (exc.line, exc.rule) == (at + 2, "hash chain")  # found at the line after the firing's step
 
     write(run, reseal(dropped))
     exc = corrupt(run)
-    assert exc.line == at + 1  # the step that followed the dropped firing now names a firing never written
-    assert exc.rule in ("journalSeq names the last firing before the step", "steps name completed firings")
+    assert exc.line == at + 1  # the step that followed the dropped firing now follows no firing
+    assert exc.rule == "a step names its firing"
 
     # drop a firing and its step: the sequence has a hole
     write(run, reseal(lines[:at] + lines[at + 2 :]))
@@ -224,20 +224,20 @@ def test_the_cli_verify(run, capsys, tmp_path):
     assert cli_main(["verify", "good", "--runs-dir", str(tmp_path)]) == 0
     capsys.readouterr()
     lines = lines_of(run)
-    write(run, lines[:3] + lines[4:])
+    write(run, lines[:3] + lines[4:])  # a firing dropped: found at the line after its step
     assert cli_main(["verify", str(run.parent)]) == 1
     err = capsys.readouterr().err
-    assert "line 4" in err and "hash chain" in err
+    assert "line 5" in err and "hash chain" in err
 
 
 def test_a_tape_of_another_format_version_is_refused(run):
     path = run
     lines = lines_of(path)
-    lines[0] = lines[0].replace(b'"version":2,', b'"version":1,', 1)
+    lines[0] = lines[0].replace(b'"version":3,', b'"version":1,', 1)
     write(path, reseal(lines))
     error = corrupt(path)
     assert error.line == 1 and error.rule == "a known format version"
-    assert "version 1" in str(error) and "reads version 2" in str(error)
+    assert "version 1" in str(error) and "reads versions 2 and 3" in str(error)
 
 
 def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, monkeypatch):
@@ -257,3 +257,48 @@ def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, mo
     error = corrupt(path)
     assert error.line == at + 1 and error.rule == "checkpoints agree with the rebuilt run"
     assert "actor states" in str(error)
+
+
+def test_on_disk_a_step_line_has_no_hash_and_a_simple_step_restates_nothing(tmp_path):
+    m = load_module(FLOWS / "branches.py")
+    result = execute(m.looped, max_workers=1, runs_dir=tmp_path)
+    lines = lines_of(result.run_dir / "tape.jsonl")
+    steps = [line for line in lines if line.startswith(b'{"t":"s",')]
+    others = [line for line in lines if not line.startswith(b'{"t":"s",')]
+    assert steps and all(b'"h":' not in line for line in steps)
+    assert all(line.endswith(b'"}') and b',"h":"' in line for line in others)
+    simple = [line for line in steps if b'"actor":' not in line]
+    named = [line for line in steps if b'"actor":' in line]  # loop items: several firings each
+    assert simple and all(b'"journalSeq"' not in line and b'"fireCount"' not in line for line in simple)
+    assert named and all(b'"journalSeq"' in line and b'"fireCount"' in line for line in named)
+    # an edited step is caught at the next hashed line
+    at = lines.index(simple[0])
+    edited = list(lines)
+    edited[at] = lines[at][:-1] + b',"kind":"loop"}'
+    write(result.run_dir / "tape.jsonl", edited)
+    exc = corrupt(result.run_dir / "tape.jsonl")
+    assert (exc.line, exc.rule) == (at + 2, "hash chain")
+
+
+V2 = Path(__file__).parent / "tapes" / "v2-looped"
+
+
+def test_a_version_2_tape_still_verifies_reads_and_resumes(tmp_path):
+    """Version 2 hashed every line and wrote every step's journalSeq: both still read."""
+    import shutil
+
+    run_dir = tmp_path / "runs" / "v2-looped"
+    shutil.copytree(V2, run_dir)
+    tape, rebuild = verify(run_dir / "tape.jsonl")
+    assert tape.header.version == 2 and rebuild.ended is not None and rebuild.ended.status == "succeeded"
+    assert [(s.step, s.actor, s.journalSeq) for s in tape.steps()] == [
+        (1, "lp", 5), (2, "lp", 10), (3, "lp", 15), (4, "lp", 16), (5, "done", 17)
+    ]
+    m = load_module(FLOWS / "branches.py")
+    m.CALLS.clear()
+    resumed = execute(m.looped, max_workers=1, runs_dir=tmp_path / "runs", resume_from="v2-looped", at_step=3)
+    assert resumed.status == "succeeded"
+    assert resumed.outputs == {"Squares": [4, 9, 16], "Verdicts": ["ok"] * 3, "Done": [1]}
+    copied, _ = verify(resumed.run_dir / "tape.jsonl")  # a version 3 tape that goes on from a version 2 prefix
+    assert copied.header.version == 3 and copied.header.resumedAtStep == 3
+    assert [s.replayed for s in copied.steps()] == [True, True, True, False, False]

@@ -445,7 +445,7 @@ class Engine:
         )
 
     def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float, simple: bool = True) -> Step:
-        """A step record; a simple step leaves out the actor and fire count of the firing just before it."""
+        """A step record; a simple step leaves out the actor, fire count and seq of the firing just before it."""
         self.steps += 1
         now = time.perf_counter()
         if self.on_step is not None:
@@ -453,7 +453,6 @@ class Engine:
         self.last_step_seq = self.seq
         step = Step(
             step=self.steps,
-            journalSeq=self.seq,
             replayed=replayed,
             queues=sorted((q.index, len(q.items)) for q in touched),
             at=int((start - self.t0) * 1e6),
@@ -462,6 +461,7 @@ class Engine:
         if not simple:
             step.actor = actor.path
             step.fireCount = fire_count
+            step.journalSeq = self.seq
         return step
 
     def _checkpoint(self) -> Checkpoint | None:

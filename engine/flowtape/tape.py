@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import mmap
 import os
 import sys
 import threading
@@ -21,7 +22,8 @@ from msgspec import Raw
 
 from .errors import TraceCorruption
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (2, 3)  # 3 leaves hashes off step lines and the journalSeq off simple steps
 HASH_KEY = b',"h":"'
 HASH_LEN = 12  # hex digits of a record's chained hash
 COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time
@@ -84,13 +86,14 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only
 class Step(msgspec.Struct, tag="s", tag_field="t", omit_defaults=True, kw_only=True):
     """A step of the queue trace: one firing of a top-level actor (composite ones included).
 
-    To keep tapes small, `actor` and `fireCount` are left out when the step is the firing
-    written just before it, and `kind` and `line` are always left out (the header's actor table
-    has them); readers (`read_tape`, `TapeFollower`) fill all four in."""
+    To keep tapes small, `actor`, `fireCount` and `journalSeq` are left out when the step is the
+    firing written just before it, and `kind` and `line` are always left out (the header's actor
+    table has them); readers (`read_tape`, `TapeFollower`) fill all five in. A step's line has
+    no hash of its own: the next hashed line covers it (see `Chain`)."""
 
     replayed: bool = False
     step: int
-    journalSeq: int
+    journalSeq: int = 0
     actor: str = ""
     fireCount: int = 0
     queues: list[tuple[int, int]] = msgspec.field(default_factory=list, name="q")  # queue index, size after
@@ -186,11 +189,11 @@ def decode_record(raw: bytes) -> Record:
     return _decoder.decode(raw)
 
 
-def chain(previous: str, body: bytes) -> str:
-    """The hash of a record (its line without the hash field, replayed mark left out) after `previous`."""
+def _unmarked(body: bytes) -> bytes:
+    """A line as the chain sees it: without its `replayed` mark."""
     if body.startswith(_MARKED):
-        body = body[:_TAG_LEN] + body[_TAG_LEN + len(_MARK) :]
-    return hashlib.blake2b(previous.encode() + body, digest_size=HASH_LEN // 2).hexdigest()
+        return body[:_TAG_LEN] + body[_TAG_LEN + len(_MARK) :]
+    return body
 
 
 def split_hash(raw: bytes) -> tuple[bytes, str] | None:
@@ -201,11 +204,67 @@ def split_hash(raw: bytes) -> tuple[bytes, str] | None:
     return raw[:cut] + b"}", raw[cut + len(HASH_KEY) : -2].decode(errors="replace")
 
 
-def seal(record: msgspec.Struct, previous: str) -> tuple[bytes, str]:
-    """The record's line, its hash chained to the previous record's, as the last field."""
-    body = _encoder.encode(record)
-    h = chain(previous, body)
-    return body[:-1] + HASH_KEY + h.encode() + b'"}\n', h
+def is_step_line(raw: bytes) -> bool:
+    return raw.startswith(_TAGS[1])
+
+
+class Chain:
+    """The tape's hash chain. Every line but a step's ends with a hash of itself (without the
+    hash, and without a `replayed` mark) after the previous hash and the step lines since it:
+    a step line, small and frequent, is covered by the next hashed line instead of its own."""
+
+    def __init__(self, last: str = "") -> None:
+        self.last = last
+        self.pending: list[bytes] = []  # step lines since the last hashed line, as hashed
+
+    def cover(self, step_line: bytes) -> None:
+        self.pending.append(_unmarked(step_line) + b"\n")
+
+    def hash_of(self, body: bytes) -> str:
+        covered = self.last.encode() + b"".join(self.pending) + _unmarked(body)
+        return hashlib.blake2b(covered, digest_size=HASH_LEN // 2).hexdigest()
+
+    def advance(self, h: str) -> None:
+        self.last = h
+        self.pending = []
+
+    def seal_line(self, body: bytes, step: bool) -> bytes:
+        """The line to write for a record's encoding `body` (without a hash field)."""
+        if step:
+            self.cover(body)
+            return body + b"\n"
+        h = self.hash_of(body)
+        self.advance(h)
+        return body[:-1] + HASH_KEY + h.encode() + b'"}\n'
+
+    def seal(self, record: msgspec.Struct) -> bytes:
+        line = self.seal_line(_encoder.encode(record), isinstance(record, Step))
+        if isinstance(record, Header) and record.chainFrom:
+            self.last = record.chainFrom
+        return line
+
+    def reseal(self, raw: bytes) -> bytes:
+        """A line of another tape chained anew here (its old hash, if any, dropped)."""
+        parts = split_hash(raw)
+        body = parts[0] if parts is not None else raw
+        return self.seal_line(body, is_step_line(body))
+
+    def resume_after(self, data: bytes | mmap.mmap, start: int, end: int) -> None:
+        """Take up the chain after the whole lines `data[start:end]`, which hold to it."""
+        lines: list[bytes] = []
+        while end > start:
+            cut = max(data.rfind(b"\n", start, end - 1) + 1, start)
+            raw = data[cut : end - 1]
+            parts = split_hash(raw)
+            if parts is not None:
+                self.advance(parts[1])
+                if raw.startswith(b'{"t":"header"'):
+                    header = _decoder.decode(raw)
+                    self.last = chain_seed(header) if isinstance(header, Header) else self.last
+                break
+            lines.append(raw)
+            end = cut
+        self.pending.extend(_unmarked(raw) + b"\n" for raw in reversed(lines))
 
 
 def chain_seed(header: Header) -> str:
@@ -216,16 +275,13 @@ def chain_seed(header: Header) -> str:
 def reseal(lines: list[bytes]) -> list[bytes]:
     """A whole tape's lines (without newlines) with every hash recomputed, as a forger would."""
     out: list[bytes] = []
-    previous = ""
+    chain = Chain()
     for number, raw in enumerate(lines):
-        parts = split_hash(raw)
-        body = parts[0] if parts is not None else raw
-        previous = chain(previous, body)
-        out.append(body[:-1] + HASH_KEY + previous.encode() + b'"}')
-        if number == 0 and body.startswith(b'{"t":"header"'):
-            seed = _decoder.decode(body)
+        out.append(chain.reseal(raw)[:-1])
+        if number == 0 and raw.startswith(b'{"t":"header"'):
+            seed = _decoder.decode(raw)
             if isinstance(seed, Header) and seed.chainFrom:
-                previous = seed.chainFrom
+                chain.last = seed.chainFrom
     return out
 
 
@@ -245,11 +301,6 @@ def mark_line(raw: bytes) -> bytes:
     return raw
 
 
-def last_hash(block: bytes) -> str:
-    """The hash of the last of these whole lines."""
-    return block[-HASH_LEN - 3 : -3].decode()
-
-
 class TapeWriter:
     """Appends sealed records; each write reaches the OS at once (and the disk with `durable`)."""
 
@@ -257,7 +308,7 @@ class TapeWriter:
         self.path = path
         self.durable = durable
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._last = ""
+        self._chain = Chain()
         self._lock = threading.Lock()
         self._held: list[bytes] | None = None
         self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
@@ -273,12 +324,7 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            parts = []
-            for record in records:
-                line, self._last = seal(record, self._last)
-                parts.append(line)
-                if isinstance(record, Header) and record.chainFrom:
-                    self._last = record.chainFrom
+            parts = [self._chain.seal(record) for record in records]
             if self._held is not None:
                 self._held.extend(parts)
                 return
@@ -300,11 +346,12 @@ class TapeWriter:
     def copy_prefix(self, data: bytes, start: int, end: int) -> None:
         """Append another tape's records `data[start:end]` (whole lines) verbatim, marked
         `replayed`: the prefix a resumed run restored. The header said `chainFrom`, so their hashes
-        hold as they are. Copied a few megabytes at a time: a long prefix is never copied whole."""
+        hold as they are, and the chain goes on from them. Copied a few megabytes at a time: a
+        long prefix is never copied whole."""
         with self._lock:
             if start >= end:
                 return
-            self._last = last_hash(data[end - HASH_LEN - 3 : end])
+            self._chain.resume_after(data, start, end)
             while start < end:
                 cut = data.find(b"\n", min(end, start + COPY_CHUNK) - 1) + 1  # on a line's end
                 cut = end if not start < cut <= end else cut
@@ -315,15 +362,7 @@ class TapeWriter:
         """Append some records of another tape, marked `replayed` and chained anew (when the
         prefix a resumed run restored is not one block of the recorded tape)."""
         with self._lock:
-            parts = []
-            previous = self._last
-            for raw in lines:
-                parts_of = split_hash(raw)
-                body = mark_line(parts_of[0] if parts_of is not None else raw)
-                previous = chain(previous, body)
-                parts.append(body[:-1] + HASH_KEY + previous.encode() + b'"}\n')
-            self._last = previous
-            self._out(b"".join(parts))
+            self._out(b"".join(self._chain.reseal(mark_line(raw)) for raw in lines))
 
     def close(self) -> None:
         with self._lock:
@@ -333,20 +372,22 @@ class TapeWriter:
 
 
 class StepFiller:
-    """Fills in what step records leave out: the actor and fire count of the firing written just
-    before a simple step, and the kind and source line from the header's actor table. A reader
-    that starts mid-tape passes the header and the last firing before its starting point."""
+    """Fills in what step records leave out: the actor, fire count and seq of the firing written
+    just before a simple step, and the kind and source line from the header's actor table. A
+    reader that starts mid-tape passes the header and the firing its first step follows."""
 
-    def __init__(self, header: Header | None = None, last: tuple[str, int] | None = None) -> None:
+    def __init__(self, header: Header | None = None, last: tuple[str, int, int] | None = None) -> None:
         self.actors: dict[str, ActorInfo] = {a.path: a for a in header.actors} if header is not None else {}
-        self.last = last
+        self.last = last  # actor, fireCount, seq
 
     def see(self, record: Record) -> None:
         if isinstance(record, Firing):
-            self.last = (record.actor, record.fireCount)
+            self.last = (record.actor, record.fireCount, record.seq)
         elif isinstance(record, Step):
             if not record.actor and self.last is not None:
-                record.actor, record.fireCount = self.last
+                record.actor, record.fireCount, seq = self.last
+                record.journalSeq = record.journalSeq or seq
+            self.last = None  # a step after a step names its actor: a simple one follows its firing
             info = self.actors.get(record.actor)
             if info is not None:
                 record.kind = record.kind or info.kind

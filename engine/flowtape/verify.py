@@ -12,7 +12,8 @@ from msgspec import Raw
 
 from .errors import TraceCorruption
 from .tape import (
-    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    Chain,
     Checkpoint,
     Diverged,
     End,
@@ -22,7 +23,6 @@ from .tape import (
     Line,
     Step,
     Tape,
-    chain,
     chain_seed,
     gc_paused,
     read_tape,
@@ -128,6 +128,8 @@ class Rebuild:
     def _step(self, s: Step, n: int) -> None:
         if s.step != self.step + 1:
             raise TraceCorruption(f"step {s.step} follows step {self.step}", n, "step increases by one")
+        if not s.actor:
+            raise TraceCorruption("a step that names no actor does not follow a firing", n, "a step names its firing")
         if not 0 < s.journalSeq <= self.seq or s.journalSeq != self.seq:
             raise TraceCorruption(
                 f"journalSeq {s.journalSeq} but the last firing written is {self.seq}", n, "journalSeq names the last firing before the step"
@@ -239,27 +241,31 @@ def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
 
 
 def check_version(header: Header) -> None:
-    if header.version != FORMAT_VERSION:
+    if header.version not in READABLE_VERSIONS:
+        known = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise TraceCorruption(
-            f"tape format version {header.version}; this Flowtape reads version {FORMAT_VERSION}", 1, "a known format version"
+            f"tape format version {header.version}; this Flowtape reads versions {known}", 1, "a known format version"
         )
 
 
 def check_chain(tape: Tape) -> None:
-    previous = ""
+    chain = Chain()
     for line in tape.lines:
         parts = split_hash(line.raw)
         if parts is None:
-            raise TraceCorruption("a record without a well-formed hash", line.number, "every record is hash-chained")
+            if not isinstance(line.record, Step):
+                raise TraceCorruption("a record without a well-formed hash", line.number, "every record but a step is hash-chained")
+            chain.cover(line.raw)
+            continue
         body, claimed = parts
-        if chain(previous, body) != claimed:
+        if chain.hash_of(body) != claimed:
             raise TraceCorruption(
-                "the record's hash does not follow from the record before it (edited, dropped, reordered or re-appended)",
+                "the record's hash does not follow from the records before it (edited, dropped, reordered or re-appended)",
                 line.number, "hash chain",
             )
-        previous = claimed
+        chain.advance(claimed)
         if isinstance(line.record, Header) and line.number == 1:
-            previous = chain_seed(line.record)
+            chain.last = chain_seed(line.record)
 
 
 def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:

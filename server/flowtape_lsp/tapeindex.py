@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import mmap
 import os
 import threading
 from collections import deque
@@ -19,7 +20,7 @@ import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE
 from flowtape.seek import AtStep, walk_to_step
-from flowtape.tape import Diverged, End, Firing, Header, Line, Record, Step, gc_paused, seal
+from flowtape.tape import Chain, Diverged, End, Firing, Header, Line, Record, Step, gc_paused
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
 
@@ -115,7 +116,7 @@ class Snapshot:
     offset: int  # file offset just after the step's line
     line: int  # tape line number of the step's line
     rebuild: Rebuild
-    last: tuple[str, int] | None  # the last firing before `offset`, for the filler
+    last: tuple[str, int, int] | None  # the last firing before `offset`, for the filler
 
 
 def iter_lines(path: Path, offset: int, line: int, filler: Filler) -> Iterator[tuple[int, int, Record]]:
@@ -239,14 +240,13 @@ class TapeIndex:
         self.lock = threading.RLock()
         self.offset = 0  # just after the last complete line read
         self.lines = 0
-        self._last_raw = b""  # the last complete line read: its hash chains an end record we may add
         self.header: Header | None = None
         self.rebuild: Rebuild | None = None
         self.end: End | None = None
         self.corrupt: str | None = None
         self.steps = 0
         self.last_step: Step | None = None
-        self.step_offsets: list[tuple[int, str, int]] = []  # [k]: step k*INDEX_EVERY+1's line offset, actor, fireCount
+        self.step_offsets: list[tuple[int, str, int, int]] = []  # [k]: step k*INDEX_EVERY+1's line offset, actor, fireCount, journalSeq
         self.filler = Filler()
         self.snapshots: list[Snapshot] = []
         self.snapshot_every = SNAPSHOT_EVERY
@@ -256,11 +256,6 @@ class TapeIndex:
         self._awaiting_step: dict[tuple[str, int], list[str]] = {}
         self._partial = False
         self.closing = False  # the server is shutting down: stop reading
-
-    @property
-    def last_hash(self) -> str:
-        cut = self._last_raw.rfind(b',"h":"')
-        return self._last_raw[cut + 6 : -2].decode(errors="replace") if cut >= 0 else ""
 
     # ---- following ------------------------------------------------------------------------------
 
@@ -306,7 +301,6 @@ class TapeIndex:
         self.lines += 1
         record = _decoder.decode(raw)
         self.filler.see(record)
-        self._last_raw = raw
         if isinstance(record, Header):
             if self.header is not None:
                 raise TraceCorruption("a second header", self.lines, "one header, first")
@@ -328,7 +322,7 @@ class TapeIndex:
             self.steps = record.step
             self.last_step = record
             if (record.step - 1) % INDEX_EVERY == 0:
-                self.step_offsets.append((start, record.actor, record.fireCount))
+                self.step_offsets.append((start, record.actor, record.fireCount, record.journalSeq))
             for actor in self._awaiting_step.pop((record.actor, record.fireCount), []):
                 self.actor_last_step[actor] = record.step
             if record.step % self.snapshot_every == 0:
@@ -369,8 +363,8 @@ class TapeIndex:
             total = self.steps
             if first > total or not self.step_offsets:
                 return []
-            offset, actor, fire_count = self.step_offsets[(first - 1) // INDEX_EVERY]
-            filler = Filler(self.header, (actor, fire_count))
+            offset, actor, fire_count, seq = self.step_offsets[(first - 1) // INDEX_EVERY]
+            filler = Filler(self.header, (actor, fire_count, seq))
         last = min(total, first + limit - 1)
         found: list[Step] = []
         for _, _, record in iter_lines(self.path, offset, 0, filler):
@@ -413,9 +407,12 @@ class TapeIndex:
                 firings=rebuild.seq, finishedAt=now_iso(),
                 error=ErrorInfo(message) if message else None, replayStopped=list(self.diverged),
             )
-            line, _ = seal(end, self.last_hash)
+            chain = Chain()
             try:
                 with open(self.path, "r+b") as fh:
+                    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                        chain.resume_after(data, 0, self.offset)
+                    line = chain.seal(end)
                     fh.truncate(self.offset)
                     fh.seek(self.offset)
                     fh.write(line)
