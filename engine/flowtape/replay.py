@@ -16,7 +16,7 @@ from . import trust
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
 from .rundir import TAPE, read_summary
-from .seek import checkpoints_of
+from .seek import restore
 from .tape import (
     ActorInfo,
     Checkpoint,
@@ -192,11 +192,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     rebuild = Rebuild(header, full_checks=False)
     start = body_start  # where the records after the last checkpoint up to the step begin
     with open(run_dir / TAPE, "rb") as fh:
-        for checkpoint, line_end in checkpoints_of(run_dir / TAPE, fh):
-            if checkpoint.step > at_step:
-                break
-            rebuild.restart(checkpoint)  # every one up to the step: the outputs add up
-            start = line_end
+        start = restore(run_dir / TAPE, fh, rebuild, at_step) or start
     number = data.count(b"\n", 0, start) + 1
     filler = StepFiller(header)
     kinds = {a.path: a.kind for a in header.actors}

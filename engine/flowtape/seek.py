@@ -91,12 +91,8 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
     try:
         with open(path, "rb") as fh:
             fh.readline()
-            start = fh.tell()  # the records after the last checkpoint before the step
-            for checkpoint, line_end in checkpoints_of(path, fh):
-                if checkpoint.step >= number:
-                    break
-                rebuild.restart(checkpoint)
-                start = line_end
+            body = fh.tell()
+            start = restore(path, fh, rebuild, number - 1) or body  # the records after it up to the step
             fh.seek(start)
             return walk_to_step(_records(fh, StepFiller(header), start + REGION_LIMIT), rebuild, number)
     except (OSError, ValueError, TraceCorruption, msgspec.DecodeError, msgspec.ValidationError):
@@ -141,13 +137,30 @@ def _lines(fh: BinaryIO) -> Iterator[bytes]:
         yield from lines
 
 
-_known: dict[tuple[str, int, int], list[tuple[Checkpoint, int]]] = {}  # a few tapes' checkpoints
+@dataclass(frozen=True)
+class CheckpointAt:
+    """Where a checkpoint's line is in a tape: only that is kept, as a checkpoint of a run whose
+    queues hold many tokens is large, and a tape may have a thousand of them."""
+
+    step: int
+    start: int
+    end: int  # where the line after it starts
 
 
-def checkpoints_of(path: Path, fh: BinaryIO) -> list[tuple[Checkpoint, int]]:
-    """Every checkpoint of a finished tape and where the line after it starts, found in one pass
-    over it and kept (a stepper asks for one step after another; the checkpoints together hold
-    the run's outputs once)."""
+class _Gains(msgspec.Struct):
+    """What a checkpoint adds to the run's outputs and chats, decoded without the rest of it."""
+
+    outputs: list[tuple[int, list[msgspec.Raw]]] = []
+    chats: list[tuple[str, list[msgspec.Raw]]] = []
+
+
+_gains = msgspec.json.Decoder(_Gains)
+_known: dict[tuple[str, int, int], list[CheckpointAt]] = {}  # a few tapes' checkpoints
+
+
+def checkpoints_of(path: Path, fh: BinaryIO) -> list[CheckpointAt]:
+    """Every checkpoint of a finished tape, found in one pass over it and kept (a stepper asks
+    for one step after another)."""
     stat = os.fstat(fh.fileno())
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     found = _known.get(key)
@@ -167,16 +180,18 @@ def checkpoints_of(path: Path, fh: BinaryIO) -> list[tuple[Checkpoint, int]]:
             start = pos + at + 1
             cut = chunk.find(b"\n", at + 1)
             if cut >= 0:
-                raw = chunk[at + 1 : cut + 1]
+                end = pos + cut + 1
+                head = chunk[at + 1 : min(cut, at + 64)]
             else:  # the line goes on past this chunk
                 fh.seek(start)
-                raw = fh.readline()
-            if raw.startswith(prefix):
-                record = decode_record(raw.rstrip(b"\n"))
-                if isinstance(record, Checkpoint):
-                    found.append((record, start + len(raw)))
+                head = fh.read(64)
+                fh.seek(start)
+                end = start + len(fh.readline())
+            number = re.match(rb"(\d+)[,}]", head[len(prefix) :]) if head.startswith(prefix) else None
+            if number is not None:
+                found.append(CheckpointAt(int(number.group(1)), start, end))
             if cut < 0:
-                next_pos = start + len(raw) - 1
+                next_pos = end - 1
                 break
             at = chunk.find(_CHECKPOINT_LINE, cut)
         pos = next_pos
@@ -184,6 +199,26 @@ def checkpoints_of(path: Path, fh: BinaryIO) -> list[tuple[Checkpoint, int]]:
         _known.pop(next(iter(_known)))
     _known[key] = found
     return found
+
+
+def restore(path: Path, fh: BinaryIO, rebuild: Rebuild, up_to_step: int) -> int | None:
+    """Restart `rebuild` from the last checkpoint at or before step `up_to_step`, with what the
+    outputs and chats gained at every checkpoint before it; where its line ends (None if the
+    tape has no such checkpoint). Each checkpoint is read only when it is needed, once."""
+    marks = [mark for mark in checkpoints_of(path, fh) if mark.step <= up_to_step]
+    if not marks:
+        return None
+    for mark in marks[:-1]:
+        fh.seek(mark.start)
+        gains = _gains.decode(fh.read(mark.end - mark.start))
+        rebuild.gain(gains.outputs, gains.chats)
+    last = marks[-1]
+    fh.seek(last.start)
+    checkpoint = decode_record(fh.read(last.end - last.start))
+    if not isinstance(checkpoint, Checkpoint) or checkpoint.step != last.step:
+        raise TraceCorruption("a checkpoint moved since the tape was read", 0, "a finished tape does not change")
+    rebuild.restart(checkpoint)
+    return last.end
 
 
 def _read_from(fh: BinaryIO, lo: int, header: Header, first: int, limit: int) -> list[Step] | None:

@@ -147,21 +147,25 @@ class Rebuild:
         seen = self.chats_checkpointed
         return {path: chats[seen.get(path, 0) :] for path, chats in self.chats.items() if len(chats) > seen.get(path, 0)}
 
+    def gain(self, outputs: list[tuple[int, list[Raw]]], chats: list[tuple[str, list[Raw]]]) -> None:
+        """What the outputs and chats gained at a checkpoint before the one restarted from."""
+        for index, tokens in outputs:
+            self.queues[index].extend(tokens)
+        for path, messages in chats:
+            self.chats.setdefault(path, []).extend(messages)
+
     def restart(self, checkpoint: Checkpoint) -> None:
         """Carry on from a checkpoint of a trusted tape, as if every record before it were applied
-        (and every checkpoint before it restarted from: each adds what the outputs gained)."""
+        (and every checkpoint before it passed to `gain`: each adds what the outputs gained)."""
         for index, q in enumerate(self.queues):
             if index not in self.outputs:
                 q.clear()
         for index, tokens in checkpoint.queues:
             self.queues[index].extend(tokens)
-        for index, tokens in checkpoint.outputs:
-            self.queues[index].extend(tokens)
+        self.gain(checkpoint.outputs, checkpoint.chats)
         self.outputs_checkpointed = {i: len(self.queues[i]) for i in self.outputs}
         self.states = dict(checkpoint.states)
         self.fire_counts = dict(checkpoint.fireCounts)
-        for path, chats in checkpoint.chats:
-            self.chats.setdefault(path, []).extend(chats)
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         self.seq = self.last_step_seq = checkpoint.seq
         self.step = checkpoint.step

@@ -104,9 +104,9 @@ def test_the_checkpoints_of_a_tape_are_found_whatever_the_reads(workspace: Path,
     path = workspace / ".flowtape" / "runs" / "again" / "tape.jsonl"
     want, offset = [], 0
     for line in path.read_bytes().splitlines(keepends=True):
-        offset += len(line)
         if line.startswith(b'{"t":"checkpoint"'):
-            want.append((decode_record(line.rstrip(b"\n")), offset))
+            want.append(stepsearch.CheckpointAt(decode_record(line.rstrip(b"\n")).step, offset, offset + len(line)))
+        offset += len(line)
     assert len(want) >= 4
     with open(path, "rb") as fh:
         assert stepsearch.checkpoints_of(path, fh) == want
