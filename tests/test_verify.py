@@ -302,3 +302,16 @@ def test_a_version_2_tape_still_verifies_reads_and_resumes(tmp_path):
     copied, _ = verify(resumed.run_dir / "tape.jsonl")  # a version 3 tape that goes on from a version 2 prefix
     assert copied.header.version == 3 and copied.header.resumedAtStep == 3
     assert [s.replayed for s in copied.steps()] == [True, True, True, False, False]
+
+
+@pytest.mark.parametrize(("damage", "line", "words"), [
+    (lambda data: data.replace(b"\n", b"\r\n"), 1, "CR LF"),
+    (lambda data: b"\xef\xbb\xbf" + data, 1, "byte order mark"),
+    (lambda data: data + b"\n", None, "an empty line"),
+])
+def test_the_usual_accidents_to_a_tape_are_named(run, damage, line, words):
+    count = len(lines_of(run))
+    run.write_bytes(damage(run.read_bytes()))
+    exc = corrupt(run)
+    assert exc.rule == "well-formed records" and words in str(exc)
+    assert exc.line == (line or count + 1)

@@ -483,7 +483,12 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
             try:
                 records.append(_decoder.decode(raw))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise TraceCorruption(f"unreadable record ({exc})", number, "well-formed records") from None
+                raise TraceCorruption(f"unreadable record ({_why_unreadable(raw, number, exc)})", number, "well-formed records") from None
+    if raw_lines and raw_lines[0].endswith(b"\r"):
+        raise TraceCorruption(
+            "unreadable record (its lines end in CR LF: the tape was converted to Windows line endings, "
+            "by git's autocrlf or an editor; convert it back, e.g. with dos2unix)", 1, "well-formed records",
+        )
     filler = StepFiller()
     lines: list[Line] = []
     for number, (raw, record) in enumerate(zip(raw_lines, records, strict=True), start=1):
@@ -492,6 +497,15 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     if torn and warn:
         print(f"flowtape: warning: {path}: ignoring a torn last line (the run was cut off mid-write)", file=sys.stderr)
     return Tape(path, lines, torn)
+
+
+def _why_unreadable(raw: bytes, number: int, exc: Exception) -> str:
+    """What is wrong with a line that is not a record, in words for the usual accidents."""
+    if not raw.strip():
+        return "an empty line"
+    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        return "a byte order mark before the header: the tape was re-saved by an editor"
+    return str(exc)
 
 
 def encode_record(record: msgspec.Struct) -> bytes:
