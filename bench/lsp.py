@@ -412,6 +412,7 @@ async def detail(p: dict[str, Any], base: Path) -> dict[str, Any]:
         # a step in the middle: replays from the nearest snapshot, as a stepper jumping around would
         mid_times = [(await client.request("flowtape/stepDetail", {"runId": run_id, "step": last // 2 + 7}))[1]
                      for _ in range(3)]
+        out["detail_mid_s"] = mid_times
         out["detail_mid_median_s"] = statistics.median(mid_times)
         out["server_memory_mb"] = proc_status(client.proc.pid)
     finally:
@@ -469,6 +470,7 @@ def render(res: dict[str, Any], quick: bool) -> str:
          ms(d.get("detail_warm_median_s")),
          f"{ms(min(d['detail_warm_s']))} .. {ms(max(d['detail_warm_s']))}" if d.get("detail_warm_s") else "",
          verdict(d["detail_warm_median_s"] * 1000 < TARGET_DETAIL_MS if d.get("detail_warm_median_s") else None)],
+        ["flowtape/stepDetail, a middle step, first", ms((d.get("detail_mid_s") or [None])[0]), "", ""],
         ["flowtape/stepDetail, a middle step (median of 3)", ms(d.get("detail_mid_median_s")), "", ""],
         ["flowtape/getSteps, last page of 500, first", ms(d.get("get_steps_last_page_first_s")), "", ""],
         [f"flowtape/getSteps, last page of 500 (median of {len(d.get('get_steps_last_page_s', []))})",

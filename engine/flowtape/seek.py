@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import msgspec
 
@@ -34,6 +34,7 @@ _STEP_LINE = re.compile(rb'\n\{"t":"s",(?:"replayed":true,)?"step":(\d+)')
 _CHECKPOINT_LINE = b'\n{"t":"checkpoint",'
 _CHECKPOINT_STEP = _CHECKPOINT_LINE + b'"step":'
 
+T = TypeVar("T")
 WINDOW = 1 << 16
 SCAN_CHUNK = 8 << 20
 
@@ -83,18 +84,43 @@ def _before_step(fh: BinaryIO, lo: int, number: int) -> int:
 REGION_LIMIT = 16 << 20  # past this many bytes from the last checkpoint, the index answers better
 
 
+@dataclass
+class _Walked:
+    """The run right after the last step a walk reached on a tape, kept so that the next step a
+    stepper asks for is a record or two on, not a whole region from a checkpoint."""
+
+    at: AtStep
+    offset: int  # where the line after the step's starts
+
+
+_walked: dict[tuple[str, int, int], _Walked] = {}  # a few tapes' last walks
+
+
 def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep | None:
     """The run right after step `number` of a finished tape, rebuilt from the checkpoints before
-    it (each adds what the outputs gained) and the records since the last one; None when the
-    tape cannot answer that way, or not quickly (no checkpoint near enough)."""
-    rebuild = Rebuild(header, full_checks=False)
+    it (each adds what the outputs gained) and the records since the last one, or from the step
+    the last call reached if that is nearer; None when the tape cannot answer that way, or not
+    quickly (no checkpoint near enough)."""
     try:
         with open(path, "rb") as fh:
+            key = _key(path, fh)
             fh.readline()
             body = fh.tell()
-            start = restore(path, fh, rebuild, number - 1) or body  # the records after it up to the step
-            fh.seek(start)
-            return walk_to_step(_records(fh, StepFiller(header), start + REGION_LIMIT), rebuild, number)
+            nearest = max((mark.step for mark in checkpoints_of(path, fh) if mark.step < number), default=0)
+            walked = _walked.get(key)
+            if walked is not None and walked.at.step.step == number:  # asked again
+                return AtStep(walked.at.step, walked.at.rebuild.copy(chats=False), walked.at.firings)
+            if walked is not None and nearest <= walked.at.step.step < number:
+                rebuild, start = walked.at.rebuild.copy(chats=False), walked.offset
+            else:
+                rebuild = Rebuild(header, full_checks=False)
+                start = restore(path, fh, rebuild, number - 1) or body  # the records after it up to the step
+            records = _Records(fh, StepFiller(header), start, start + REGION_LIMIT)
+            found = walk_to_step(records, rebuild, number)
+            if found is not None:
+                kept = AtStep(found.step, found.rebuild.copy(chats=False), found.firings)
+                _keep(_walked, key, _Walked(kept, records.offset))
+            return found
     except (OSError, ValueError, TraceCorruption, msgspec.DecodeError, msgspec.ValidationError):
         return None
 
@@ -117,14 +143,34 @@ def walk_to_step(records: Iterable[Record], rebuild: Rebuild, number: int) -> At
     return None
 
 
-def _records(fh: BinaryIO, filler: StepFiller, until: int) -> Iterator[Record]:
-    """The records from here on, steps filled in, until the file offset `until` is passed."""
-    for raw in _lines(fh):
-        if fh.tell() > until:
-            return
-        record = decode_record(raw)
-        filler.see(record)
-        yield record
+class _Records:
+    """The records of a file from `offset` on, steps filled in, until a line starts past the
+    offset `until`; `offset` is always where the line after the last one given starts."""
+
+    def __init__(self, fh: BinaryIO, filler: StepFiller, offset: int, until: int = 1 << 62) -> None:
+        self.fh, self.filler, self.offset, self.until = fh, filler, offset, until
+
+    def __iter__(self) -> Iterator[Record]:
+        self.fh.seek(self.offset)
+        for raw in _lines(self.fh):
+            if self.offset > self.until:
+                return
+            record = decode_record(raw)
+            self.filler.see(record)
+            self.offset += len(raw) + 1
+            yield record
+
+
+def _key(path: Path, fh: BinaryIO) -> tuple[str, int, int]:
+    """A tape as it is now: a finished tape never changes, so a changed one is another tape."""
+    stat = os.fstat(fh.fileno())
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
+def _keep(cache: dict[tuple[str, int, int], T], key: tuple[str, int, int], value: T) -> None:
+    while len(cache) >= 4:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
 
 
 def _lines(fh: BinaryIO) -> Iterator[bytes]:
@@ -161,13 +207,12 @@ _known: dict[tuple[str, int, int], list[CheckpointAt]] = {}  # a few tapes' chec
 def checkpoints_of(path: Path, fh: BinaryIO) -> list[CheckpointAt]:
     """Every checkpoint of a finished tape, found in one pass over it and kept (a stepper asks
     for one step after another)."""
-    stat = os.fstat(fh.fileno())
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    key = _key(path, fh)
     found = _known.get(key)
     if found is not None:
         return found
     found = []
-    pos, size = 0, stat.st_size
+    pos, size = 0, key[1]
     prefix = _CHECKPOINT_STEP[1:]
     while pos < size:
         fh.seek(pos)
@@ -195,9 +240,7 @@ def checkpoints_of(path: Path, fh: BinaryIO) -> list[CheckpointAt]:
                 break
             at = chunk.find(_CHECKPOINT_LINE, cut)
         pos = next_pos
-    while len(_known) >= 4:
-        _known.pop(next(iter(_known)))
-    _known[key] = found
+    _keep(_known, key, found)
     return found
 
 
@@ -224,9 +267,8 @@ def restore(path: Path, fh: BinaryIO, rebuild: Rebuild, up_to_step: int) -> int 
 def _read_from(fh: BinaryIO, lo: int, header: Header, first: int, limit: int) -> list[Step] | None:
     """Read forward from the newline at `lo`: the line of a step before `first` (or the header's),
     so the firing that step `first` follows, which names its actor, is read too."""
-    fh.seek(lo + 1)
     steps: list[Step] = []
-    for record in _records(fh, StepFiller(header), 1 << 62):
+    for record in _Records(fh, StepFiller(header), lo + 1):
         if isinstance(record, Step) and record.step >= first:
             if not steps and record.step != first:
                 return None

@@ -3,6 +3,7 @@ support their own story (`TraceCorruption` names the line and the rule)."""
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
@@ -61,6 +62,21 @@ class Rebuild:
                 port = qid[2 : qid.index("->")]
                 if port in inputs:
                     self.queues[index].append(Raw(bytes(inputs[port])))
+
+    def copy(self, chats: bool = True) -> Rebuild:
+        """An independent copy, to carry on from later (tokens and states are immutable: shared);
+        without the chats' histories if not `chats`."""
+        twin = copy.copy(self)
+        twin.queues = [q.copy() for q in self.queues]
+        twin.fire_counts = dict(self.fire_counts)
+        twin.states = dict(self.states)
+        twin.chats = {path: list(messages) for path, messages in self.chats.items()} if chats else {}
+        twin.diverged = list(self.diverged)
+        twin.taken = list(self.taken)
+        twin._step_taken = dict(self._step_taken)
+        twin.outputs_checkpointed = dict(self.outputs_checkpointed)
+        twin.chats_checkpointed = dict(self.chats_checkpointed)
+        return twin
 
     def apply(self, line: Line) -> None:
         record = line.record

@@ -6,7 +6,6 @@ bounded number of snapshots)."""
 from __future__ import annotations
 
 import bisect
-import copy
 import mmap
 import os
 import threading
@@ -99,14 +98,10 @@ def chunked(rebuild: Rebuild) -> Rebuild:
 
 
 def copy_rebuild(rebuild: Rebuild) -> Rebuild:
-    """An independent copy of a rebuilt state (tokens and states are immutable and shared)."""
-    twin = copy.copy(rebuild)
-    twin.queues = [q.copy() if isinstance(q, ChunkQueue) else ChunkQueue(q) for q in rebuild.queues]  # type: ignore[misc]
-    twin.fire_counts = dict(rebuild.fire_counts)
-    twin.states = dict(rebuild.states)
-    twin.chats = {}
-    twin.diverged = list(rebuild.diverged)
-    twin.taken = list(rebuild.taken)
+    """An independent copy of a rebuilt state, its queues chunked, without the chats (a firing's
+    chat is on its record: the index never needs the history)."""
+    twin = rebuild.copy(chats=False)
+    twin.queues = [q if isinstance(q, ChunkQueue) else ChunkQueue(q) for q in twin.queues]  # type: ignore[misc]
     return twin
 
 
