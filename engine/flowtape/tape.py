@@ -32,7 +32,7 @@ COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a 
 _MARK = b'"replayed":true,'
 _TAGS = (b'{"t":"f",', b'{"t":"s",')  # a firing's and a step's line start; both are this long:
 _TAG_LEN = 9
-_MARK_LEN = len(_MARK)
+_HEADER_START = b'{"t":"header",'
 _MARKED = tuple(tag + _MARK for tag in _TAGS)
 _UNMARKED_LINE_STARTS = ((b'\n{"t":"f","seq":', b'\n{"t":"f",' + _MARK + b'"seq":'),
                          (b'\n{"t":"s","step":', b'\n{"t":"s",' + _MARK + b'"step":'))
@@ -193,7 +193,7 @@ def decode_record(raw: bytes) -> Record:
 def _unmarked(body: bytes) -> bytes:
     """A line as the chain sees it: without its `replayed` mark."""
     if body.startswith(_MARKED):
-        return body[:_TAG_LEN] + body[_TAG_LEN + _MARK_LEN :]
+        return body[:_TAG_LEN] + body[_TAG_LEN + len(_MARK) :]
     return body
 
 
@@ -230,24 +230,17 @@ class Chain:
         self.pending = []
 
     def seal_line(self, body: bytes, step: bool) -> bytes:
-        """The line to write for a record's encoding `body` (without a hash field). Once per
-        record of every run, so `cover`, `hash_of` and `advance` are spelled out here."""
-        plain = body[:_TAG_LEN] + body[_TAG_LEN + _MARK_LEN :] if body.startswith(_MARKED) else body
+        """The line to write for a record's encoding `body` (without a hash field)."""
         if step:
-            self.pending.append(plain + b"\n")
+            self.cover(body)
             return body + b"\n"
-        if self.pending:
-            plain = b"".join(self.pending) + plain
-            self.pending = []
-        h = hashlib.blake2b(self.last.encode() + plain, digest_size=HASH_LEN // 2).hexdigest()
-        self.last = h
+        h = self.hash_of(body)
+        self.advance(h)
+        self._after_header(body)
         return body[:-1] + HASH_KEY + h.encode() + b'"}\n'
 
     def seal(self, record: msgspec.Struct) -> bytes:
-        line = self.seal_line(_encoder.encode(record), type(record) is Step)
-        if isinstance(record, Header) and record.chainFrom:
-            self.last = record.chainFrom
-        return line
+        return self.seal_line(_encoder.encode(record), type(record) is Step)
 
     def reseal(self, raw: bytes) -> bytes:
         """A line of another tape chained anew here (its old hash, if any, dropped)."""
@@ -264,13 +257,19 @@ class Chain:
             parts = split_hash(raw)
             if parts is not None:
                 self.advance(parts[1])
-                if raw.startswith(b'{"t":"header"'):
-                    header = _decoder.decode(raw)
-                    self.last = chain_seed(header) if isinstance(header, Header) else self.last
+                self._after_header(parts[0])
                 break
             lines.append(raw)
             end = cut
-        self.pending.extend(_unmarked(raw) + b"\n" for raw in reversed(lines))
+        for raw in reversed(lines):
+            self.cover(raw)
+
+    def _after_header(self, body: bytes) -> None:
+        """After a resumed run's header, the chain goes on from the one its copied records hold to."""
+        if body.startswith(_HEADER_START):
+            header = _decoder.decode(body)
+            if isinstance(header, Header) and header.chainFrom:
+                self.last = header.chainFrom
 
 
 def chain_seed(header: Header) -> str:
@@ -280,15 +279,8 @@ def chain_seed(header: Header) -> str:
 
 def reseal(lines: list[bytes]) -> list[bytes]:
     """A whole tape's lines (without newlines) with every hash recomputed, as a forger would."""
-    out: list[bytes] = []
     chain = Chain()
-    for number, raw in enumerate(lines):
-        out.append(chain.reseal(raw)[:-1])
-        if number == 0 and raw.startswith(b'{"t":"header"'):
-            seed = _decoder.decode(raw)
-            if isinstance(seed, Header) and seed.chainFrom:
-                chain.last = seed.chainFrom
-    return out
+    return [chain.reseal(raw)[:-1] for raw in lines]
 
 
 def mark_replayed(block: bytes) -> bytes:
