@@ -63,7 +63,7 @@ def find_steps(path: Path, header: Header, first: int, limit: int) -> list[Step]
             fh.readline()
             lo = fh.tell() - 1  # the header's newline: every step line starts after it
             return _read_from(fh, _before_step(fh, lo, first), header, first, limit)
-    except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+    except (OSError, ValueError, TraceCorruption):
         return None
 
 
@@ -155,10 +155,19 @@ class _Records:
         for raw in _lines(self.fh):
             if self.offset > self.until:
                 return
-            record = decode_record(raw)
+            try:
+                record = decode_record(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise TraceCorruption("unreadable record", 0, "well-formed records") from None
             self.filler.see(record)
             self.offset += len(raw) + 1
             yield record
+
+
+def records_from(path: Path, offset: int, filler: StepFiller) -> Iterator[Record]:
+    """The records of a tape from `offset` (where a line starts) on, steps filled in."""
+    with open(path, "rb") as fh:
+        yield from _Records(fh, filler, offset)
 
 
 def _key(path: Path, fh: BinaryIO) -> tuple[str, int, int]:

@@ -9,14 +9,14 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps
+from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps, records_from
 from flowtape.tape import Firing, Step
 from flowtape.values import preview_json
 from lsprotocol import types as lsp
 
 from . import protocol as P
 from .runs import Run
-from .tapeindex import Filler, iter_lines, last_step_from_end
+from .tapeindex import Filler, last_step_from_end
 from .workspace import flow_path, same_file
 
 if TYPE_CHECKING:
@@ -82,12 +82,12 @@ def last_firing_step(run: Run, actor: str) -> int | None:
     if header is None:
         return None
     last: tuple[str, int] | None = None
-    for _, _, record in iter_lines(run.index.path, 0, 0, Filler()):
+    for record in records_from(run.index.path, 0, Filler()):
         if isinstance(record, Firing) and record.actor == actor:
             last = record.within if record.within is not None else (record.actor, record.fireCount)
     if last is None:
         return None
-    for _, _, record in iter_lines(run.index.path, 0, 0, Filler()):
+    for record in records_from(run.index.path, 0, Filler()):
         if isinstance(record, Step) and (record.actor, record.fireCount) == tuple(last):
             return record.step
     return None

@@ -18,7 +18,7 @@ from typing import Any, cast
 import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE
-from flowtape.seek import AtStep, walk_to_step
+from flowtape.seek import AtStep, records_from, walk_to_step
 from flowtape.tape import Chain, Diverged, End, Firing, Header, Line, Record, Step, gc_paused
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
@@ -109,37 +109,8 @@ def copy_rebuild(rebuild: Rebuild) -> Rebuild:
 class Snapshot:
     step: int
     offset: int  # file offset just after the step's line
-    line: int  # tape line number of the step's line
     rebuild: Rebuild
     last: tuple[str, int, int] | None  # the last firing before `offset`, for the filler
-
-
-def iter_lines(path: Path, offset: int, line: int, filler: Filler) -> Iterator[tuple[int, int, Record]]:
-    """(offset, line number, record) of every complete line from `offset` on, steps filled in."""
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        rest = b""
-        base = offset
-        while True:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                return
-            data = rest + chunk
-            pos = 0
-            while True:
-                cut = data.find(b"\n", pos)
-                if cut < 0:
-                    break
-                line += 1
-                try:
-                    record = _decoder.decode(data[pos:cut])
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    raise TraceCorruption("unreadable record", line, "well-formed records") from None
-                filler.see(record)
-                yield base + pos, line, record
-                pos = cut + 1
-            base += pos
-            rest = data[pos:]
 
 
 TAIL_LIMIT = 64 << 20  # how far back from the end a last-step detail may read
@@ -301,7 +272,7 @@ class TapeIndex:
                 raise TraceCorruption("a second header", self.lines, "one header, first")
             self.header = record
             self.rebuild = chunked(Rebuild(record, full_checks=False))  # `flowtape verify` checks them
-            self.snapshots.append(Snapshot(0, after, self.lines, copy_rebuild(self.rebuild), None))
+            self.snapshots.append(Snapshot(0, after, copy_rebuild(self.rebuild), None))
             return
         if self.rebuild is None:
             raise TraceCorruption("the first record is not a header", self.lines, "header first")
@@ -333,7 +304,7 @@ class TapeIndex:
 
     def _snapshot(self, step: int, after: int) -> None:
         assert self.rebuild is not None
-        self.snapshots.append(Snapshot(step, after, self.lines, copy_rebuild(self.rebuild), self.filler.last))
+        self.snapshots.append(Snapshot(step, after, copy_rebuild(self.rebuild), self.filler.last))
         if len(self.snapshots) > MAX_SNAPSHOTS:
             self.snapshot_every *= 2
             self.snapshots = [s for s in self.snapshots if s.step % self.snapshot_every == 0]
@@ -362,7 +333,7 @@ class TapeIndex:
             filler = Filler(self.header, (actor, fire_count, seq))
         last = min(total, first + limit - 1)
         found: list[Step] = []
-        for _, _, record in iter_lines(self.path, offset, 0, filler):
+        for record in records_from(self.path, offset, filler):
             if isinstance(record, Step):
                 if record.step > last:
                     break
@@ -379,7 +350,7 @@ class TapeIndex:
             snap = self.snapshots[bisect.bisect_right(steps, number - 1) - 1]
             rebuild = copy_rebuild(snap.rebuild)
             filler = Filler(self.header, snap.last)
-        found = walk_to_step((r for _, _, r in iter_lines(self.path, snap.offset, snap.line, filler)), rebuild, number)
+        found = walk_to_step(records_from(self.path, snap.offset, filler), rebuild, number)
         if found is None:
             raise IndexError(number)
         return found
