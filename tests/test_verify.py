@@ -6,6 +6,7 @@ format: then the rebuild's own rules must catch it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from flowtape.cli import main as cli_main
 from flowtape.errors import TraceCorruption
 from flowtape.loader import load_module
 from flowtape.runner import execute
-from flowtape.tape import Firing, encode_record, reseal
+from flowtape.tape import COVERED_LINES, Firing, encode_record, reseal
 from flowtape.verify import verify
 from msgspec import Raw
 
@@ -41,6 +42,18 @@ def find(lines: list[bytes], *needles: bytes) -> int:
     return next(i for i, line in enumerate(lines) if all(n in line for n in needles))
 
 
+def next_hashed(lines: list[bytes], i: int) -> int:
+    """The 1-based number of the first hashed line from index `i` on: where the chain finds a
+    change to line `i`, as the lines between carry no hash of their own."""
+    return next(j for j in range(i, len(lines)) if b',"h":"' in lines[j]) + 1
+
+
+def names_line(exc: TraceCorruption, number: int) -> bool:
+    """Whether a hash-chain error names the lines its hash covers, `number` among them."""
+    found = re.search(r"lines (\d+)-(\d+) edited", str(exc))
+    return (int(found[1]) <= number <= int(found[2])) if found else (number == exc.line and "this line" in str(exc))
+
+
 def corrupt(path: Path) -> TraceCorruption:
     with pytest.raises(TraceCorruption) as info:
         verify(path, warn=False)
@@ -60,10 +73,11 @@ def test_a_forged_firing_is_detected(run):
     lines = lines_of(run)
     at = find(lines, b'"actor":"add"', b'"fireCount":2')
     forged = lines[at].replace(b'"fireCount":2', b'"fireCount":3')
-    write(run, lines[:at] + [forged] + lines[at:])
+    written = lines[:at] + [forged] + lines[at:]
+    write(run, written)
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (at + 1, "hash chain")
-    assert f"line {at + 1}" in str(exc)
+    assert (exc.line, exc.rule) == (next_hashed(written, at), "hash chain")
+    assert f"line {exc.line}" in str(exc) and names_line(exc, at + 1)
 
     # re-sealed: a firing of `total` that takes a token nobody ever put
     end = len(lines) - 1
@@ -105,7 +119,8 @@ def test_reordered_records_are_detected(run):
     swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
     write(run, swapped)
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (a + 2, "hash chain")  # a step line is covered by the next hashed line
+    assert (exc.line, exc.rule) == (next_hashed(swapped, a), "hash chain")  # covered by the next hashed line
+    assert names_line(exc, a + 1) and names_line(exc, a + 2)
 
     write(run, reseal(swapped))
     exc = corrupt(run)
@@ -123,6 +138,11 @@ def test_a_re_appended_old_record_is_detected(run):
     lines = lines_of(run)
     old = lines[find(lines, b'"seq":1,')]
     write(run, lines + [old])
+    exc = corrupt(run)
+    # a firing line without a hash of its own is covered by none after the end: the rebuild finds it
+    assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")
+    hashed = lines[find(lines, b'"t":"f"', b',"h":"')]
+    write(run, lines + [hashed])
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(lines) + 1, "hash chain")
 
@@ -146,7 +166,7 @@ def test_an_edited_token_is_detected(run):
     edited[at] = lines[at].replace(b'"produced":[[2,[4]]]', b'"produced":[[2,[40]]]')
     write(run, edited)
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (at + 1, "hash chain")
+    assert (exc.line, exc.rule) == (next_hashed(edited, at), "hash chain") and names_line(exc, at + 1)
 
     # re-sealed: the consumer's recorded digest no longer matches what the queue held
     write(run, reseal(edited))
@@ -173,7 +193,7 @@ def test_a_dropped_line_is_detected(run):
     dropped = lines[:at] + lines[at + 1 :]
     write(run, dropped)
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (at + 2, "hash chain")  # found at the line after the firing's step
+    assert (exc.line, exc.rule) == (next_hashed(dropped, at), "hash chain")  # found at the next hashed line
 
     write(run, reseal(dropped))
     exc = corrupt(run)
@@ -224,20 +244,21 @@ def test_the_cli_verify(run, capsys, tmp_path):
     assert cli_main(["verify", "good", "--runs-dir", str(tmp_path)]) == 0
     capsys.readouterr()
     lines = lines_of(run)
-    write(run, lines[:3] + lines[4:])  # a firing dropped: found at the line after its step
+    dropped = lines[:3] + lines[4:]  # a firing dropped: found at the next hashed line
+    write(run, dropped)
     assert cli_main(["verify", str(run.parent)]) == 1
     err = capsys.readouterr().err
-    assert "line 5" in err and "hash chain" in err
+    assert f"line {next_hashed(dropped, 3)}: hash chain" in err and "lines 2-" in err
 
 
 def test_a_tape_of_another_format_version_is_refused(run):
     path = run
     lines = lines_of(path)
-    lines[0] = lines[0].replace(b'"version":3,', b'"version":1,', 1)
+    lines[0] = lines[0].replace(b'"version":4,', b'"version":1,', 1)
     write(path, reseal(lines))
     error = corrupt(path)
     assert error.line == 1 and error.rule == "a known format version"
-    assert "version 1" in str(error) and "reads versions 2 and 3" in str(error)
+    assert "version 1" in str(error) and "reads versions 2, 3 and 4" in str(error)
 
 
 def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, monkeypatch):
@@ -259,14 +280,18 @@ def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, mo
     assert "actor states" in str(error)
 
 
-def test_on_disk_a_step_line_has_no_hash_and_a_simple_step_restates_nothing(tmp_path):
+def test_on_disk_steps_and_most_firings_have_no_hash_and_a_simple_step_restates_nothing(tmp_path):
     m = load_module(FLOWS / "branches.py")
     result = execute(m.looped, max_workers=1, runs_dir=tmp_path)
     lines = lines_of(result.run_dir / "tape.jsonl")
     steps = [line for line in lines if line.startswith(b'{"t":"s",')]
-    others = [line for line in lines if not line.startswith(b'{"t":"s",')]
+    firings = [line for line in lines if line.startswith(b'{"t":"f",')]
+    others = [line for line in lines if not line.startswith((b'{"t":"s",', b'{"t":"f",'))]
     assert steps and all(b'"h":' not in line for line in steps)
     assert all(line.endswith(b'"}') and b',"h":"' in line for line in others)
+    hashed = [i for i, line in enumerate(lines) if b',"h":"' in line]
+    assert any(b',"h":"' in line for line in firings) and any(b',"h":"' not in line for line in firings)
+    assert max(b - a for a, b in zip(hashed, hashed[1:], strict=False)) == COVERED_LINES + 1  # a hash every 16 lines at most
     simple = [line for line in steps if b'"actor":' not in line]
     named = [line for line in steps if b'"actor":' in line]  # loop items: several firings each
     assert simple and all(b'"journalSeq"' not in line and b'"fireCount"' not in line for line in simple)
@@ -277,30 +302,32 @@ def test_on_disk_a_step_line_has_no_hash_and_a_simple_step_restates_nothing(tmp_
     edited[at] = lines[at][:-1] + b',"kind":"loop"}'
     write(result.run_dir / "tape.jsonl", edited)
     exc = corrupt(result.run_dir / "tape.jsonl")
-    assert (exc.line, exc.rule) == (at + 2, "hash chain")
+    assert (exc.line, exc.rule) == (next_hashed(edited, at), "hash chain") and names_line(exc, at + 1)
 
 
-V2 = Path(__file__).parent / "tapes" / "v2-looped"
+TAPES = Path(__file__).parent / "tapes"
 
 
-def test_a_version_2_tape_still_verifies_reads_and_resumes(tmp_path):
-    """Version 2 hashed every line and wrote every step's journalSeq: both still read."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_older_version_tape_still_verifies_reads_and_resumes(tmp_path, version):
+    """Version 2 hashed every line and wrote every step's journalSeq; version 3 hashed every firing."""
     import shutil
 
-    run_dir = tmp_path / "runs" / "v2-looped"
-    shutil.copytree(V2, run_dir)
+    name = f"v{version}-looped"
+    run_dir = tmp_path / "runs" / name
+    shutil.copytree(TAPES / name, run_dir)
     tape, rebuild = verify(run_dir / "tape.jsonl")
-    assert tape.header.version == 2 and rebuild.ended is not None and rebuild.ended.status == "succeeded"
+    assert tape.header.version == version and rebuild.ended is not None and rebuild.ended.status == "succeeded"
     assert [(s.step, s.actor, s.journalSeq) for s in tape.steps()] == [
         (1, "lp", 5), (2, "lp", 10), (3, "lp", 15), (4, "lp", 16), (5, "done", 17)
     ]
     m = load_module(FLOWS / "branches.py")
     m.CALLS.clear()
-    resumed = execute(m.looped, max_workers=1, runs_dir=tmp_path / "runs", resume_from="v2-looped", at_step=3)
+    resumed = execute(m.looped, max_workers=1, runs_dir=tmp_path / "runs", resume_from=name, at_step=3)
     assert resumed.status == "succeeded"
     assert resumed.outputs == {"Squares": [4, 9, 16], "Verdicts": ["ok"] * 3, "Done": [1]}
-    copied, _ = verify(resumed.run_dir / "tape.jsonl")  # a version 3 tape that goes on from a version 2 prefix
-    assert copied.header.version == 3 and copied.header.resumedAtStep == 3
+    copied, _ = verify(resumed.run_dir / "tape.jsonl")  # a version 4 tape that goes on from the older prefix
+    assert copied.header.version == 4 and copied.header.resumedAtStep == 3
     assert [s.replayed for s in copied.steps()] == [True, True, True, False, False]
 
 

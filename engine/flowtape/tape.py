@@ -22,10 +22,12 @@ from msgspec import Raw
 
 from .errors import TraceCorruption
 
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (2, 3)  # 3 leaves hashes off step lines and the journalSeq off simple steps
+FORMAT_VERSION = 4
+# 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight
+READABLE_VERSIONS = (2, 3, 4)
 HASH_KEY = b',"h":"'
 HASH_LEN = 12  # hex digits of a record's chained hash
+COVERED_LINES = 15  # firing and step lines that may go unhashed in a row; the next firing's line is hashed
 COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time
 # A replayed firing or step starts with its `replayed` mark, right after the tag; the chain leaves
 # the mark out, so a resumed run can copy a recorded prefix verbatim and mark it in one pass.
@@ -210,16 +212,18 @@ def is_step_line(raw: bytes) -> bool:
 
 
 class Chain:
-    """The tape's hash chain. Every line but a step's ends with a hash of itself (without the
-    hash, and without a `replayed` mark) after the previous hash and the step lines since it:
-    a step line, small and frequent, is covered by the next hashed line instead of its own."""
+    """The tape's hash chain. A hashed line ends with a hash of itself (without the hash, and
+    without a `replayed` mark) after the previous hash and the lines since it. Firing and step
+    lines, small and frequent, are mostly covered by the next hashed line instead: a step's
+    line never has a hash, a firing's only once COVERED_LINES lines wait for one. Every other
+    record (header, checkpoint, end, divergence) is hashed."""
 
     def __init__(self, last: str = "") -> None:
         self.last = last
-        self.pending: list[bytes] = []  # step lines since the last hashed line, as hashed
+        self.pending: list[bytes] = []  # lines since the last hashed one, as hashed
 
-    def cover(self, step_line: bytes) -> None:
-        self.pending.append(_unmarked(step_line) + b"\n")
+    def cover(self, line: bytes) -> None:
+        self.pending.append(_unmarked(line) + b"\n")
 
     def hash_of(self, body: bytes) -> str:
         covered = self.last.encode() + b"".join(self.pending) + _unmarked(body)
@@ -229,9 +233,9 @@ class Chain:
         self.last = h
         self.pending = []
 
-    def seal_line(self, body: bytes, step: bool) -> bytes:
+    def seal_line(self, body: bytes) -> bytes:
         """The line to write for a record's encoding `body` (without a hash field)."""
-        if step:
+        if is_step_line(body) or (body.startswith(_TAGS[0]) and len(self.pending) < COVERED_LINES):
             self.cover(body)
             return body + b"\n"
         h = self.hash_of(body)
@@ -240,13 +244,12 @@ class Chain:
         return body[:-1] + HASH_KEY + h.encode() + b'"}\n'
 
     def seal(self, record: msgspec.Struct) -> bytes:
-        return self.seal_line(_encoder.encode(record), type(record) is Step)
+        return self.seal_line(_encoder.encode(record))
 
     def reseal(self, raw: bytes) -> bytes:
         """A line of another tape chained anew here (its old hash, if any, dropped)."""
         parts = split_hash(raw)
-        body = parts[0] if parts is not None else raw
-        return self.seal_line(body, is_step_line(body))
+        return self.seal_line(parts[0] if parts is not None else raw)
 
     def resume_after(self, data: bytes | mmap.mmap, start: int, end: int) -> None:
         """Take up the chain after the whole lines `data[start:end]`, which hold to it."""

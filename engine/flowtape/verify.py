@@ -262,7 +262,8 @@ def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
 
 def check_version(header: Header) -> None:
     if header.version not in READABLE_VERSIONS:
-        known = " and ".join(str(v) for v in READABLE_VERSIONS)
+        *earlier, last = (str(v) for v in READABLE_VERSIONS)
+        known = f"{', '.join(earlier)} and {last}" if earlier else last
         raise TraceCorruption(
             f"tape format version {header.version}; this Flowtape reads versions {known}", 1, "a known format version"
         )
@@ -270,20 +271,26 @@ def check_version(header: Header) -> None:
 
 def check_chain(tape: Tape) -> None:
     chain = Chain()
+    since = 1  # the first line the next hash covers
     for line in tape.lines:
         parts = split_hash(line.raw)
         if parts is None:
-            if not isinstance(line.record, Step):
-                raise TraceCorruption("a record without a well-formed hash", line.number, "every record but a step is hash-chained")
+            if not isinstance(line.record, (Step, Firing)):
+                raise TraceCorruption(
+                    "a record without a well-formed hash", line.number, "every record but a firing or a step is hash-chained"
+                )
             chain.cover(line.raw)
             continue
         body, claimed = parts
         if chain.hash_of(body) != claimed:
+            where = f"lines {since}-{line.number}" if since < line.number else "this line"
             raise TraceCorruption(
-                "the record's hash does not follow from the records before it (edited, dropped, reordered or re-appended)",
+                f"the hash does not follow from the records before it: {where} edited, or a line dropped, "
+                "inserted, reordered or re-appended there",
                 line.number, "hash chain",
             )
         chain.advance(claimed)
+        since = line.number + 1
         if isinstance(line.record, Header) and line.number == 1:
             chain.last = chain_seed(line.record)
 
