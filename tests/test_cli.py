@@ -126,8 +126,8 @@ def test_verify_refuses_a_tampered_tape(cli, tmp_path):
     cli("run", CHAIN, "--run-id", "r1")
     tape = tmp_path / "runs" / "r1" / "tape.jsonl"
     lines = tape.read_text(encoding="utf-8").splitlines(keepends=True)
-    index = next(i for i, line in enumerate(lines) if '"seq":2,' in line)
-    lines[index] = lines[index].replace('"seq":2,', '"seq":7,')
+    index = [i for i, line in enumerate(lines) if line.startswith('{"t":"f",')][1]  # the second firing
+    lines[index] = lines[index].replace('{"t":"f",', '{"t":"f","seq":7,')
     tape.write_text("".join(lines), encoding="utf-8")
     code, out, err = cli("verify", "r1")
     assert code == 1 and out == ""

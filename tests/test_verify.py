@@ -14,7 +14,7 @@ from flowtape.cli import main as cli_main
 from flowtape.errors import TraceCorruption
 from flowtape.loader import load_module
 from flowtape.runner import execute
-from flowtape.tape import COVERED_LINES, Firing, encode_record, reseal
+from flowtape.tape import COVERED_LINES, Firing, Step, StepFiller, decode_record, encode_record, reseal
 from flowtape.verify import verify
 from msgspec import Raw
 
@@ -40,6 +40,18 @@ def write(path: Path, lines: list[bytes]) -> None:
 def find(lines: list[bytes], *needles: bytes) -> int:
     """The 0-based index of the first line holding every needle."""
     return next(i for i, line in enumerate(lines) if all(n in line for n in needles))
+
+
+def firing(lines: list[bytes], seq: int) -> int:
+    """The 0-based index of the line of firing `seq` (written without its seq when it is one past
+    the last step's number: read as a reader would)."""
+    filler = StepFiller()
+    for i, raw in enumerate(lines):
+        record = decode_record(raw)
+        filler.see(record)
+        if isinstance(record, Firing) and record.seq == seq:
+            return i
+    raise LookupError(seq)
 
 
 def next_hashed(lines: list[bytes], i: int) -> int:
@@ -114,7 +126,7 @@ def test_a_forged_extra_output_is_detected(run):
 
 def test_reordered_records_are_detected(run):
     lines = lines_of(run)
-    a = find(lines, b'"seq":2,')
+    a = firing(lines, 2)
     b = a + 1  # the step of seq 2
     swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
     write(run, swapped)
@@ -127,16 +139,23 @@ def test_reordered_records_are_detected(run):
     assert exc.line == a + 1
     assert exc.rule == "a step names its firing"  # it names none and follows no firing
 
-    f3 = find(lines, b'"seq":3,')
+    f3 = firing(lines, 3)
     two_firings = lines[:a] + [lines[f3], lines[f3 + 1], lines[a], lines[b]] + lines[f3 + 2 :]
     write(run, reseal(two_firings))
     exc = corrupt(run)
-    assert exc.line == a + 1 and exc.rule == "seq increases by one"
+    # firing 3 was written without its seq (one past step 2's number): read after step 1, it
+    # claims to be firing 2, and takes from a queue nothing has put into yet
+    assert (exc.line, exc.rule) == (a + 1, "nothing is taken that was never put")
+    # with its seq written out, as a firing nested in a composite's has it
+    two_firings[a] = two_firings[a].replace(b'{"t":"f",', b'{"t":"f","seq":3,', 1)
+    write(run, reseal(two_firings))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (a + 1, "seq increases by one")
 
 
 def test_a_re_appended_old_record_is_detected(run):
     lines = lines_of(run)
-    old = lines[find(lines, b'"seq":1,')]
+    old = lines[firing(lines, 1)]
     write(run, lines + [old])
     exc = corrupt(run)
     # a firing line without a hash of its own is covered by none after the end: the rebuild finds it
@@ -150,9 +169,14 @@ def test_a_re_appended_old_record_is_detected(run):
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")
 
-    # without an end record (a killed run), the sequence runs backwards
+    # without an end record (a killed run): written without its seq, the old firing reads as
+    # the next one, and its fire count runs backwards
     body = lines[:-1]
     write(run, reseal(body + [old]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(body) + 1, "fireCount is one more than the actor's previous")
+    # with its seq written out, the sequence runs backwards
+    write(run, reseal(body + [old.replace(b'{"t":"f",', b'{"t":"f","seq":1,', 1)]))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(body) + 1, "seq increases by one")
     assert "seq 1 follows seq 20" in str(exc)
@@ -189,7 +213,7 @@ def test_an_edited_output_is_detected(run):
 
 def test_a_dropped_line_is_detected(run):
     lines = lines_of(run)
-    at = find(lines, b'"seq":5,')
+    at = firing(lines, 5)
     dropped = lines[:at] + lines[at + 1 :]
     write(run, dropped)
     exc = corrupt(run)
@@ -200,10 +224,11 @@ def test_a_dropped_line_is_detected(run):
     assert exc.line == at + 1  # the step that followed the dropped firing now follows no firing
     assert exc.rule == "a step names its firing"
 
-    # drop a firing and its step: the sequence has a hole
+    # drop a firing and its step: the next firing, written without its seq, takes the hole's
+    # place, and takes a token that its dropped producer never put
     write(run, reseal(lines[:at] + lines[at + 2 :]))
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (at + 1, "seq increases by one")
+    assert (exc.line, exc.rule) == (at + 1, "nothing is taken that was never put")
 
 
 def test_a_header_must_come_first(run):
@@ -303,6 +328,23 @@ def test_on_disk_steps_and_most_firings_have_no_hash_and_a_simple_step_restates_
     write(result.run_dir / "tape.jsonl", edited)
     exc = corrupt(result.run_dir / "tape.jsonl")
     assert (exc.line, exc.rule) == (next_hashed(edited, at), "hash chain") and names_line(exc, at + 1)
+
+
+def test_on_disk_a_firing_leaves_out_its_seq_when_it_is_one_past_the_last_step(tmp_path):
+    m = load_module(FLOWS / "branches.py")
+    path = execute(m.looped, max_workers=1, runs_dir=tmp_path).run_dir / "tape.jsonl"
+    lines = lines_of(path)
+    tape, _ = verify(path)
+    last_step = 0
+    seqs = []
+    for raw, line in zip(lines, tape.lines, strict=True):
+        if isinstance(line.record, Step):
+            last_step = line.record.step
+        elif isinstance(line.record, Firing):
+            assert (b'"seq":' not in raw) == (line.record.seq == last_step + 1), raw
+            seqs.append(line.record.seq)
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert any(b'"seq":' in raw for raw in lines) and any(raw.startswith(b'{"t":"f","actor":') for raw in lines)
 
 
 TAPES = Path(__file__).parent / "tapes"

@@ -194,7 +194,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     with open(run_dir / TAPE, "rb") as fh:
         start = restore(run_dir / TAPE, fh, rebuild, at_step) or start
     number = data.count(b"\n", 0, start) + 1
-    filler = StepFiller(header)
+    filler = StepFiller(header, step=rebuild.step)
     kinds = {a.path: a.kind for a in header.actors}
     region: list[Firing] = []  # firings since the checkpoint: covered by the steps up to at_step?
     tops: set[tuple[str, int]] = set()

@@ -115,7 +115,7 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
             else:
                 rebuild = Rebuild(header, full_checks=False)
                 start = restore(path, fh, rebuild, number - 1) or body  # the records after it up to the step
-            records = _Records(fh, StepFiller(header), start, start + REGION_LIMIT)
+            records = _Records(fh, StepFiller(header, step=rebuild.step), start, start + REGION_LIMIT)
             found = walk_to_step(records, rebuild, number)
             if found is not None:
                 kept = AtStep(found.step, found.rebuild.copy(chats=False), found.firings)

@@ -9,6 +9,7 @@ import gc
 import hashlib
 import mmap
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -36,8 +37,9 @@ _TAGS = (b'{"t":"f",', b'{"t":"s",')  # a firing's and a step's line start; both
 _TAG_LEN = 9
 _HEADER_START = b'{"t":"header",'
 _MARKED = tuple(tag + _MARK for tag in _TAGS)
-_UNMARKED_LINE_STARTS = ((b'\n{"t":"f","seq":', b'\n{"t":"f",' + _MARK + b'"seq":'),
-                         (b'\n{"t":"s","step":', b'\n{"t":"s",' + _MARK + b'"step":'))
+_UNMARKED_LINE_STARTS = tuple((b"\n" + tag + field, b"\n" + tag + _MARK + field)
+                              for tag, field in ((_TAGS[0], b'"seq":'), (_TAGS[0], b'"actor":'), (_TAGS[1], b'"step":')))
+_STEP_NUMBER = re.compile(rb'\{"t":"s",(?:"replayed":true,)?"step":(\d+)')
 
 
 class ActorInfo(msgspec.Struct, omit_defaults=True):
@@ -71,10 +73,13 @@ class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
 
 
 class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only=True):
-    """A completed firing: what it took (by digest), what it put, the state after it."""
+    """A completed firing: what it took (by digest), what it put, the state after it.
+
+    `seq` is left out when it is one more than the number of the last step written before it (in
+    a flow without nested firings, every firing's): readers fill it in (`StepFiller`)."""
 
     replayed: bool = False
-    seq: int
+    seq: int = 0
     actor: str
     fireCount: int
     consumed: list[tuple[int, int, str]] = []  # queue index, count, digest of the tokens
@@ -286,6 +291,15 @@ def reseal(lines: list[bytes]) -> list[bytes]:
     return [chain.reseal(raw)[:-1] for raw in lines]
 
 
+def last_step_number(data: bytes | mmap.mmap, start: int, end: int, default: int) -> int:
+    """The number of the last step line in `data[start:end]` (whole lines); `default` if none."""
+    at = data.rfind(b'{"t":"s",', start, end)
+    while at >= 0 and at > start and data[at - 1 : at] != b"\n":
+        at = data.rfind(b'{"t":"s",', start, at)
+    found = _STEP_NUMBER.match(data[at : at + 64]) if at >= 0 else None
+    return int(found.group(1)) if found is not None else default
+
+
 def mark_replayed(block: bytes) -> bytes:
     """Whole recorded lines with every firing and step marked `replayed`: their hashes still hold."""
     first = block.find(b"\n") + 1
@@ -310,6 +324,7 @@ class TapeWriter:
         self.durable = durable
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._chain = Chain()
+        self._step = 0  # the number of the last step written: a firing's seq one past it is left out
         self._lock = threading.Lock()
         self._held: list[bytes] | None = None
         self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
@@ -325,11 +340,22 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            parts = [self._chain.seal(record) for record in records]
+            parts = [self._seal(record) for record in records]
             if self._held is not None:
                 self._held.extend(parts)
                 return
             self._out(b"".join(parts))
+
+    def _seal(self, record: msgspec.Struct) -> bytes:
+        if type(record) is Step:
+            self._step = record.step
+        elif type(record) is Firing and record.seq == self._step + 1:
+            seq, record.seq = record.seq, 0
+            try:
+                return self._chain.seal(record)
+            finally:
+                record.seq = seq
+        return self._chain.seal(record)
 
     def hold(self) -> None:
         """Keep records until `release`: a loop item's or an if's firings are written in one go
@@ -353,6 +379,7 @@ class TapeWriter:
             if start >= end:
                 return
             self._chain.resume_after(data, start, end)
+            self._step = last_step_number(data, start, end, self._step)
             while start < end:
                 cut = data.find(b"\n", min(end, start + COPY_CHUNK) - 1) + 1  # on a line's end
                 cut = end if not start < cut <= end else cut
@@ -364,6 +391,8 @@ class TapeWriter:
         prefix a resumed run restored is not one block of the recorded tape)."""
         with self._lock:
             self._out(b"".join(self._chain.reseal(mark_line(raw)) for raw in lines))
+            for raw in lines:
+                self._step = last_step_number(raw, 0, len(raw), self._step)
 
     def close(self) -> None:
         with self._lock:
@@ -373,18 +402,23 @@ class TapeWriter:
 
 
 class StepFiller:
-    """Fills in what step records leave out: the actor, fire count and seq of the firing written
-    just before a simple step, and the kind and source line from the header's actor table. A
-    reader that starts mid-tape passes the header and the firing its first step follows."""
+    """Fills in what records leave out: a firing's seq (one past the last step's number), the
+    actor, fire count and seq of the firing written just before a simple step, and a step's kind
+    and source line from the header's actor table. A reader that starts mid-tape passes the
+    header, the firing its first step follows and the number of the last step before it."""
 
-    def __init__(self, header: Header | None = None, last: tuple[str, int, int] | None = None) -> None:
+    def __init__(self, header: Header | None = None, last: tuple[str, int, int] | None = None, step: int = 0) -> None:
         self.actors: dict[str, ActorInfo] = {a.path: a for a in header.actors} if header is not None else {}
         self.last = last  # actor, fireCount, seq
+        self.step = step
 
     def see(self, record: Record) -> None:
         if isinstance(record, Firing):
+            if not record.seq:
+                record.seq = self.step + 1
             self.last = (record.actor, record.fireCount, record.seq)
         elif isinstance(record, Step):
+            self.step = record.step
             if not record.actor and self.last is not None:
                 record.actor, record.fireCount, seq = self.last
                 record.journalSeq = record.journalSeq or seq
@@ -395,6 +429,8 @@ class StepFiller:
                 record.line = record.line or info.line
         elif isinstance(record, Header):
             self.actors = {a.path: a for a in record.actors}
+        elif isinstance(record, Checkpoint):
+            self.step = record.step
 
 
 @dataclass(slots=True)

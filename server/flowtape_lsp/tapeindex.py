@@ -146,10 +146,11 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
         return None
     if found is None:
         return None
-    filler = Filler(header)
+    step = found[-1]  # the window ends with the last step and starts right after the one before
+    assert isinstance(step, Step)
+    filler = Filler(header, step=step.step - 1)
     for record in found:
         filler.see(record)
-    step = next(r for r in reversed(found) if isinstance(r, Step))
     rebuild = Rebuild(header, full_checks=False)
     final = end.final
     for index, tokens in final.queues:
@@ -349,7 +350,7 @@ class TapeIndex:
             steps = [s.step for s in self.snapshots]
             snap = self.snapshots[bisect.bisect_right(steps, number - 1) - 1]
             rebuild = copy_rebuild(snap.rebuild)
-            filler = Filler(self.header, snap.last)
+            filler = Filler(self.header, snap.last, snap.step)
         found = walk_to_step(records_from(self.path, snap.offset, filler), rebuild, number)
         if found is None:
             raise IndexError(number)
