@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from . import protocol as P
-from .workspace import same_file
+from .workspace import same_file, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
+
+
+BIG_TEXT = 200_000  # characters
 
 
 @dataclass
@@ -62,12 +66,17 @@ def register(server: FlowtapeServer) -> None:
     @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
     async def code_lens(params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         uri = params.text_document.uri
+        path = uri_to_path(uri)
+        if path is None or path.suffix != ".py" or not path.is_relative_to(server.root):
+            return []  # "▶ Run" could only answer that the file cannot be run
         try:
             text = server.workspace.get_text_document(uri).source
         except Exception:  # noqa: BLE001 - unreadable: no lenses
             return []
+        # a big module takes seconds to parse: not on the loop that streams the steps
+        sites = find_workflows(text) if len(text) < BIG_TEXT else await asyncio.to_thread(find_workflows, text)
         lenses: list[lsp.CodeLens] = []
-        for wf in find_workflows(text):
+        for wf in sites:
             rng = lsp.Range(lsp.Position(wf.line0, 0), lsp.Position(wf.line0, 0))
             lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
                 title="▶ Run", command=P.CMD_RUN, arguments=[{"uri": uri, "workflow": wf.name}],

@@ -9,6 +9,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from flowtape.errors import TraceCorruption
 from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps, records_from
 from flowtape.tape import Firing, Step
 from flowtape.values import preview_json
@@ -155,6 +156,12 @@ def register(server: FlowtapeServer) -> None:
     async def get_steps(params: Any) -> Any:
         p = P.decode_params(params, P.GetStepsParams)
         run = manager.get(p.runId)
+        try:
+            return await _get_steps(run, p)
+        except (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise P.damaged(run.run_id, exc) from None
+
+    async def _get_steps(run: Run, p: P.GetStepsParams) -> Any:
         if not run.live and not run.index.finished and p.from_ > run.index.steps:
             # a page of a finished run beyond what was read: bisect the file rather than read it all
             index = await manager.ready(run, until_step=1)
@@ -179,6 +186,12 @@ def register(server: FlowtapeServer) -> None:
     async def step_detail(params: Any) -> Any:
         p = P.decode_params(params, P.StepDetailParams)
         run = manager.get(p.runId)
+        try:
+            return await _step_detail(run, p)
+        except (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise P.damaged(run.run_id, exc) from None
+
+    async def _step_detail(run: Run, p: P.StepDetailParams) -> Any:
         if not run.live and not run.index.finished:  # a finished run not read (through) yet
             fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)  # its last step
             total = _recorded_steps(run, 0)

@@ -130,7 +130,10 @@ class Diagnostics:
 
     def schedule_check(self, uri: str) -> None:
         path = uri_to_path(uri)
-        if path is None or path.suffix != ".py" or not path.is_file():
+        try:
+            if path is None or path.suffix != ".py" or not path.is_file():
+                return
+        except OSError:  # a name the file system refuses: not a flow
             return
         previous = self._checks.pop(uri, None)
         if previous is not None:
@@ -144,8 +147,10 @@ class Diagnostics:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return
-        if "flowtape" not in text:
-            return  # not a flow file: nothing to import
+        if "flowtape" not in text:  # not a flow file (any more): nothing to import, nothing to report
+            if self.load.pop(uri, None):
+                self.publish({uri})
+            return
         result = await self._run_checker(path)
         if result is None:
             return

@@ -40,12 +40,23 @@ class RunNotFound(JsonRpcException):
     MESSAGE = "Not found"
 
 
+class TapeDamaged(JsonRpcException):
+    """-32003: the run's tape cannot be read where the request needs it."""
+
+    CODE = -32003
+    MESSAGE = "Tape damaged"
+
+
 def invalid(message: str) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams(message=message)
 
 
 def not_found(message: str) -> RunNotFound:
     return RunNotFound(message=message)
+
+
+def damaged(run_id: str, problem: object) -> TapeDamaged:
+    return TapeDamaged(message=f"run {run_id}'s tape is damaged: {problem} (`flowtape verify {run_id}` names the line)")
 
 
 # ---- params (client -> server) --------------------------------------------------------------------

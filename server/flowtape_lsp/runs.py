@@ -85,8 +85,12 @@ class RunManager:
     def run_dir_of(self, run_id: str) -> Path:
         """The directory of run `run_id`, refusing ids that would escape the runs directory."""
         base = self.runs_dir.resolve()
+        if "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+            raise P.invalid(f"bad run id {run_id[:80]!r}: it escapes the runs directory {base}")
+        if not valid_run_id(run_id) or len(run_id) > 200:
+            raise P.invalid(f"bad run id {run_id[:80]!r}: a run id is up to 200 letters, digits, '-', '_' and '.'")
         target = (base / run_id).resolve()
-        if not valid_run_id(run_id) or target.parent != base:
+        if target.parent != base:
             raise P.invalid(f"bad run id {run_id!r}: it escapes the runs directory {base}")
         return target
 
@@ -105,6 +109,8 @@ class RunManager:
         `until_step`: the first page of a million-step run need not wait for the whole tape)."""
         if not run.live:
             await asyncio.to_thread(run.index.ingest_all, until_step)
+        if run.index.header is None and run.index.corrupt is not None:
+            raise P.damaged(run.run_id, run.index.corrupt)
         if run.index.header is None:
             raise P.not_found(f"run {run.run_id} has no tape header (it failed before it started: {run.error or 'no tape'})")
         return run.index
@@ -492,14 +498,17 @@ class RunManager:
             await asyncio.sleep(0.05)
         return False
 
-    async def shutdown(self) -> None:
+    def stop_all(self) -> None:
+        """Ask every flow the server started to stop (each ends `stopped`, with its end record)."""
+        # os.kill, not the asyncio process: this also runs after the event loop has closed
         for run in list(self.runs.values()):
             run.index.closing = True
             if run.proc is not None and run.proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
-                    run.proc.send_signal(signal.SIGTERM)
+                    os.kill(run.proc.pid, signal.SIGTERM)
         if self._poller is not None:
-            self._poller.cancel()
+            with contextlib.suppress(RuntimeError):  # its loop is gone
+                self._poller.cancel()
 
 
 def divergence(d: Diverged) -> P.Divergence:

@@ -10,20 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import cattrs
 import msgspec
 from flowtape import __version__
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    JsonRPCResponseMessage,
-    default_converter,
-)
 
 from . import protocol as P
 from .diagnostics import Diagnostics
+from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
 from .workspace import uri_to_path
 
@@ -32,22 +26,9 @@ _encoder = msgspec.json.Encoder()
 logger = logging.getLogger("flowtape_lsp")
 
 
-def raw_converter() -> cattrs.Converter:
-    """pygls's converter, except that the params (and results) of methods it does not know stay
-    plain JSON values: every custom message is validated by our own msgspec Structs instead."""
-    converter = default_converter()
-
-    def keep(obj: dict[str, Any], cls: type) -> Any:
-        return cls(**obj)
-
-    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
-        converter.register_structure_hook(cls, keep)
-    return converter
-
-
 class FlowtapeServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("flowtape-lsp", __version__, converter_factory=raw_converter,
+        super().__init__("flowtape-lsp", __version__, converter_factory=raw_converter, protocol_cls=FlowtapeProtocol,
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.root: Path = Path.cwd().resolve()
         self.manager = RunManager(self)
@@ -96,8 +77,9 @@ def create_server() -> FlowtapeServer:
 
     server = FlowtapeServer()
 
-    @server.feature(lsp.INITIALIZED)
-    async def initialized(params: lsp.InitializedParams) -> None:
+    @server.feature(lsp.INITIALIZE)
+    def initialize(params: lsp.InitializeParams) -> None:
+        # The root is known now: a client that never sends `initialized` still gets its own.
         folders = server.workspace.folders
         root = server.workspace.root_path
         if not root and folders:
@@ -105,6 +87,11 @@ def create_server() -> FlowtapeServer:
             root = str(uri_to_path(first.uri) or "")
         if root:
             server.root = Path(root).resolve()
+        # a client that never sends `initialized` still sees the runs on disk, a little later
+        asyncio.get_running_loop().call_later(2.0, server.manager.start)
+
+    @server.feature(lsp.INITIALIZED)
+    async def initialized(params: lsp.InitializedParams) -> None:
         server.manager.start()
         for doc in list(server.workspace.text_documents.values()):
             server.diagnostics.schedule_check(doc.uri)
@@ -126,7 +113,11 @@ def create_server() -> FlowtapeServer:
 
     @server.feature(lsp.SHUTDOWN)
     async def shutdown(params: Any) -> None:
-        await server.manager.shutdown()
+        server.manager.stop_all()
+
+    @server.feature(lsp.EXIT)
+    def exit_(params: Any) -> None:
+        server.manager.stop_all()  # an exit without shutdown: the flows the server started stop too
 
     codelens.register(server)
     commands.register(server)
@@ -145,5 +136,6 @@ def main(tcp: int | None = None) -> None:
         else:
             server.start_io()
     finally:
+        server.manager.stop_all()  # the editor went away (end of input): stop what it started
         # the transport may have closed stdout; the CLI flushes it on the way out
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115

@@ -18,20 +18,28 @@ def path_to_uri(path: str) -> str:
 
 
 def uri_to_path(uri: str) -> Path | None:
+    """The file a `file:` uri names; None for another scheme or a name no file can have."""
     if not uri.startswith("file:"):
         return None
-    fs = to_fs_path(uri)
-    return Path(fs).resolve() if fs else None
+    try:
+        fs = to_fs_path(uri)
+        return Path(fs).resolve() if fs and "\0" not in fs else None
+    except (OSError, ValueError):  # a name too long, or otherwise impossible
+        return None
 
 
 def flow_path(uri: str, root: Path) -> Path:
     """The flow file a uri names, refusing anything outside the workspace or not a file."""
     path = uri_to_path(uri)
     if path is None:
-        raise P.invalid(f"uri {uri!r} is not a file: uri")
+        raise P.invalid(f"uri {uri[:200]!r} does not name a file on this machine (a file: uri is expected)")
     if not path.is_relative_to(root):
         raise P.invalid(f"uri {uri!r} is outside the workspace {root}")
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as exc:  # a name too long, say
+        raise P.invalid(f"cannot read {str(path)[:200]}: {exc.strerror}") from None
+    if not found:
         raise P.invalid(f"no such file: {path}")
     return path
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_lsp
-from flowtape_lsp.server import raw_converter
+from flowtape_lsp.rpc import raw_converter
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities

@@ -33,7 +33,7 @@ async def test_bad_input_gets_clear_errors(client: LanguageClient, workspace: Pa
         # (kind, name, params, code, words in the message)
         ("cmd", "flowtape.run", {"uri": uri_of(outside)}, INVALID, "outside the workspace"),
         ("cmd", "flowtape.run", {"uri": uri_of(workspace / "missing.py")}, INVALID, "no such file"),
-        ("cmd", "flowtape.run", {"uri": "untitled:Untitled-1"}, INVALID, "not a file"),
+        ("cmd", "flowtape.run", {"uri": "untitled:Untitled-1"}, INVALID, "does not name a file"),
         ("cmd", "flowtape.run", {}, INVALID, "uri"),
         ("cmd", "flowtape.run", {"uri": 42}, INVALID, "uri"),
         ("cmd", "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 0}, INVALID, "maxWorkers"),

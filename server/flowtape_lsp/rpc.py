@@ -1,0 +1,104 @@
+"""JSON-RPC as a demanding client expects it: every request gets an answer.
+
+pygls drops a request whose params it cannot convert (the client then waits forever), serves
+requests before `initialize`, and logs every error a handler returns on purpose as if the
+server had failed. This protocol answers the first with -32602 and the second with -32002, and
+keeps the log for real failures."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import cattrs
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcServerNotInitialized
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    LanguageServerProtocol,
+    default_converter,
+)
+
+from .protocol import RunNotFound, TapeDamaged
+
+logger = logging.getLogger("flowtape_lsp")
+
+# answered before `initialize` too (the spec's own exceptions)
+_ANY_TIME = {lsp.INITIALIZE, lsp.SHUTDOWN, lsp.EXIT}
+
+
+def raw_converter() -> cattrs.Converter:
+    """pygls's converter, except that the params (and results) of methods it does not know stay
+    plain JSON values: every custom message is validated by our own msgspec Structs instead. A
+    request or notification without `params` has `null` ones, as JSON-RPC allows."""
+    converter = default_converter()
+
+    def keep(obj: dict[str, Any], cls: type) -> Any:
+        return cls(**{"params": None, **obj} if cls is not JsonRPCResponseMessage else {"result": None, **obj})
+
+    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
+        converter.register_structure_hook(cls, keep)
+    return converter
+
+
+class Unreadable:
+    """A request whose params could not be converted: answered with -32602, not dropped."""
+
+    jsonrpc = "2.0"
+
+    def __init__(self, msg_id: Any, method: str, reason: str) -> None:
+        self.id, self.method, self.reason = msg_id, method, reason
+
+
+class FlowtapeProtocol(LanguageServerProtocol):
+    initialized = False
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" not in data or "method" not in data or "error" in data:
+            return super().structure_message(data)  # a value inside a message, or a response
+        kind = self.get_message_type(data["method"]) or (JsonRPCRequestMessage if "id" in data else JsonRPCNotification)
+        try:
+            return self._converter.structure(data, kind)
+        except Exception as exc:  # noqa: BLE001 - anything the converter refuses is the client's mistake
+            errors = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
+            return Unreadable(data.get("id"), str(data["method"]), "; ".join(errors[:3]) or "unreadable")
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, Unreadable):
+            reason = f"bad params for {message.method}: {message.reason}"
+            if message.id is None:  # a notification: nobody to answer
+                logger.warning("ignored %s", reason)
+            else:
+                self._send_response(message.id, error=JsonRpcInvalidParams(message=reason).to_response_error())
+            return
+        method = getattr(message, "method", None)
+        if not hasattr(message, "jsonrpc"):  # a batch, or not an object at all
+            self._send_response(None, error=JsonRpcInvalidRequest(  # type: ignore[arg-type]
+                message="not a JSON-RPC message (batches are not supported)").to_response_error())
+            return
+        if self._shutdown and method != lsp.EXIT and getattr(message, "id", None) is not None and method:
+            self._send_response(message.id, error=JsonRpcInvalidRequest(
+                message=f"{method} after shutdown: the server is shutting down").to_response_error())
+            return
+        if method == lsp.INITIALIZE:
+            if self.initialized:
+                self._send_response(message.id, error=JsonRpcInvalidRequest(
+                    message="the server is initialized already").to_response_error())
+                return
+            self.initialized = True
+        elif not self.initialized and method not in _ANY_TIME and getattr(message, "id", None) is not None and method:
+            self._send_response(message.id, error=JsonRpcServerNotInitialized(
+                message=f"{method} before initialize").to_response_error())
+            return
+        super().handle_message(message)
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        # A handler that refuses a client's mistake answers with the error; that is no server failure.
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, (JsonRpcInvalidParams, RunNotFound, TapeDamaged)):
+            self._request_futures.pop(msg_id, None)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)

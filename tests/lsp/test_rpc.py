@@ -1,0 +1,142 @@
+"""JSON-RPC edges that pytest-lsp's client cannot send (it validates what it sends): the real
+server, spoken to over its stdio byte by byte, as a careless or minimal editor client would."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import count_flow, uri_of, write_flow
+
+
+class Raw:
+    """A bare JSON-RPC client of `flowtape lsp`; a thread reads what the server writes, so that
+    every wait has a timeout."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "flowtape", "lsp"], cwd=cwd, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def send(self, message: Any) -> None:
+        assert self.proc.stdin is not None
+        body = json.dumps(message).encode()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self.proc.stdin.flush()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = 0
+            while (line := out.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not length:
+                return  # the server closed its output
+            self.inbox.put(json.loads(out.read(length)))
+
+    def wait(self, test: Any, timeout: float = 20.0) -> dict[str, Any]:
+        """The first message (seen already, or arriving within `timeout`) that passes `test`."""
+        for message in self.seen:
+            if test(message):
+                self.seen.remove(message)
+                return message
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                message = self.inbox.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                raise AssertionError("no answer in time") from None
+            if "id" in message and "method" in message:  # a request to the client: answer it
+                self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+            if test(message):
+                return message
+            self.seen.append(message)
+
+    def ask(self, msg_id: Any, method: str, **fields: Any) -> dict[str, Any]:
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, **fields})
+        return self.wait(lambda m: m.get("id") == msg_id and "method" not in m)
+
+    def initialize(self, root: Path) -> None:
+        answer = self.ask(0, "initialize", params={"processId": None, "rootUri": uri_of(root), "capabilities": {}})
+        assert "capabilities" in answer["result"]
+        self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+
+    def close(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode(errors="replace")
+
+
+@pytest.fixture
+def raw(tmp_path: Path):  # type: ignore[no-untyped-def]
+    client = Raw(tmp_path)
+    yield client
+    client.close()
+
+
+def error_of(answer: dict[str, Any]) -> tuple[int, str]:
+    assert "error" in answer, answer
+    return answer["error"]["code"], answer["error"]["message"]
+
+
+def test_every_request_gets_an_answer(raw: Raw, tmp_path: Path) -> None:
+    assert error_of(raw.ask(1, "flowtape/runs"))[0] == -32002  # before initialize
+    raw.initialize(tmp_path)
+    assert raw.ask(2, "flowtape/runs")["result"] == {"runs": []}  # no params at all: they are optional
+    code, message = error_of(raw.ask(3, "flowtape/getSteps"))
+    assert code == -32602 and "runId" in message
+    code, message = error_of(raw.ask(4, "textDocument/hover", params={"textDocument": {"uri": "file:///x.py"}}))
+    assert code == -32602 and "position" in message
+    code, message = error_of(raw.ask(5, "workspace/executeCommand", params={}))
+    assert code == -32602 and "command" in message
+    code, message = error_of(raw.ask(6, "flowtape/stepDetail", params={"runId": "a\u0000b", "step": 1}))
+    assert code == -32602 and "bad run id" in message
+    code, message = error_of(raw.ask(7, "workspace/executeCommand", params={
+        "command": "flowtape.run", "arguments": [{"uri": uri_of(tmp_path / ("a" * 5000 + ".py"))}]}))
+    assert code == -32602 and "File name too long" in message
+    raw.send([{"jsonrpc": "2.0", "id": 8, "method": "flowtape/runs"}])  # a batch
+    assert error_of(raw.wait(lambda m: "error" in m and m.get("id") is None))[0] == -32600
+    assert error_of(raw.ask(9, "initialize", params={"processId": None, "capabilities": {}}))[0] == -32600
+    assert raw.ask(10, "shutdown")["result"] is None
+    assert error_of(raw.ask(11, "flowtape/runs"))[0] == -32600  # after shutdown
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    assert raw.proc.wait(10) == 0
+    assert "Traceback" not in raw.close()  # a client's mistakes are answered, not logged as failures
+
+
+@pytest.mark.parametrize("leave", ["end of input", "exit without shutdown"])
+def test_flows_the_server_started_stop_when_the_editor_goes_away(raw: Raw, tmp_path: Path, leave: str) -> None:
+    raw.initialize(tmp_path)
+    flow = write_flow(tmp_path, "slow.py", count_flow(1000, delay=0.05))
+    answer = raw.ask(1, "workspace/executeCommand", params={"command": "flowtape.run", "arguments": [{"uri": uri_of(flow)}]})
+    run_dir = Path(answer["result"]["runDir"])
+    raw.wait(lambda m: m.get("method") == "flowtape/steps")  # the flow is running
+    if leave == "end of input":
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.close()
+    else:
+        raw.send({"jsonrpc": "2.0", "method": "exit"})
+    raw.proc.wait(20)
+    deadline = time.monotonic() + 30
+    summary: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        summary = json.loads((run_dir / "run.json").read_text())
+        if summary["status"] != "running":
+            break
+        time.sleep(0.1)
+    assert summary["status"] == "stopped"  # SIGTERM: the run ends with its end record
+    assert json.loads((run_dir / "tape.jsonl").read_bytes().splitlines()[-1])["t"] == "end"
