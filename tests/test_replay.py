@@ -583,3 +583,33 @@ def test_checkpoints_carry_what_an_agents_chat_gained_and_resumes_restore_it(tmp
         resumed = execute(judged, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=at_step)
         assert resumed.outputs == original.outputs == {"Out": ["yes"] * 6}
         verify(resumed.run_dir / "tape.jsonl")  # its checkpoints say the same as its records
+
+
+def test_a_resume_never_rebuilds_an_object_the_flow_does_not_define(chain, tmp_path):
+    """A tape from elsewhere names a standard-library class in an actor's state, one whose
+    collection would delete a file: the resume is refused, says why, and leaves a failed run."""
+    from flowtape.tape import reseal
+
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path, run_id="src")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    evil = {"$t": "object", "cls": "tempfile:_TemporaryFileCloser", "v": {"name": str(victim), "delete": True}}
+    lines = (original.run_dir / "tape.jsonl").read_bytes().splitlines()
+    at = next(i for i, raw in enumerate(lines) if b'"state":' in raw)
+    record = json.loads(lines[at])
+    record["state"]["evil"] = evil
+    record.pop("h", None)
+    lines[at] = json.dumps(record, separators=(",", ":")).encode()
+    (original.run_dir / "tape.jsonl").write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
+    verify(original.run_dir / "tape.jsonl")  # the story holds: only rebuilding the value is refused
+    import tempfile  # noqa: F401 - loaded, as in any flow that uses it
+
+    with pytest.raises(ResumeRefused, match="tempfile:_TemporaryFileCloser is not the flow's own"):
+        execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from="src", at_step=3, run_id="again")
+    import gc
+
+    gc.collect()
+    assert victim.read_text() == "keep me"
+    summary = read_summary(tmp_path / "again")
+    assert summary is not None and summary.status == "failed" and "cannot resume" in summary.error.message
+    assert read_tape(tmp_path / "again" / "tape.jsonl").end.status == "failed"

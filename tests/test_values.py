@@ -414,6 +414,7 @@ def test_file_loaded_module_and_main(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     main_cls = type("MainThing", (), {"__module__": "__main__"})
     monkeypatch.setattr(sys.modules["__main__"], "MainThing", main_cls, raising=False)
+    monkeypatch.setattr(sys.modules["__main__"], "__file__", str(tmp_path / "script.py"), raising=False)  # a user's script
     obj: typing.Any = main_cls()
     obj.n = 3
     back: typing.Any = decode(encode(obj))
@@ -500,3 +501,31 @@ def test_round_trip_property(value: object) -> None:
     assert decode(raw) == value
     assert encode(decode(raw)) == raw
     assert digest_values([value]) == digest([raw])
+
+
+def test_only_the_flows_own_classes_are_saved_and_rebuilt(tmp_path: Path) -> None:
+    """An object of the standard library (or of an installed package) rebuilt with attributes a
+    tape chose can do anything: this one would delete a file when collected."""
+    import argparse
+    import tempfile
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    forged = {"$t": "object", "cls": "tempfile:_TemporaryFileCloser", "v": {"name": str(victim), "delete": True}}
+    with pytest.raises(ValueError, match="not the flow's own"):
+        from_json(forged)
+    with pytest.raises(ValueError, match="not the flow's own"):
+        from_json({"$t": "type", "v": "subprocess:Popen"})  # a class handed to the flow may be called
+    with pytest.raises((TypeError, ValueError)):
+        from_json({"$t": "complex", "v": [forged, 0]})  # a leaf decodes numbers, nothing else
+    import gc
+
+    gc.collect()
+    assert victim.read_text() == "keep me"
+    assert "tempfile" in sys.modules and tempfile.gettempdir()
+    with pytest.raises(NotEncodable, match="not the flow's own"):
+        encode(tempfile.TemporaryDirectory(dir=tmp_path))  # and none is written, so a resume re-runs it
+    for plain in (argparse.Namespace(x="y"),):
+        assert decode(encode(plain)) == plain
+    assert from_json({"$t": "type", "v": "builtins:int"}) is int
+    assert decode(encode(1 + 2j)) == 1 + 2j and str(decode(encode(complex("nan+1j")))) == "(nan+1j)"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents import ask
-from .errors import FlowtapeError
+from .errors import FlowtapeError, TraceCorruption
 from .model import ActionSpec
 from .network import LAZY, Actor, Item, Queue
 from .tools import run_tool
@@ -32,7 +32,10 @@ def value_of(item: Item) -> Any:
     """The token as a Python object, decoding it from the tape on first use."""
     value, enc = item
     if value is LAZY:
-        return decode(enc if isinstance(enc, bytes) else bytes(enc))
+        try:
+            return decode(enc if isinstance(enc, bytes) else bytes(enc))
+        except (ValueError, RecursionError) as exc:  # a tape written elsewhere, or edited
+            raise TraceCorruption(f"a recorded value cannot be rebuilt: {exc}", 0, "values rebuild") from None
     return value
 
 

@@ -16,7 +16,7 @@ import msgspec
 from msgspec import Raw
 
 from . import __version__, trust
-from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, UsageError
+from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
 from .graph import Graph, WorkflowDef
 from .network import LAZY, Item, Network, build_network
 from .ports import type_name, types_compatible
@@ -201,16 +201,21 @@ def execute(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
         covered=plan.covered if plan else None, on_step=on_step,
     )
-    if plan is not None and plan.snapshot is not None:
-        if writer is not None and plan.snapshot.block is not None:
-            writer.copy_prefix(*plan.snapshot.block)
-        elif writer is not None:
-            writer.copy_replayed(plan.snapshot.lines)
-        restore(engine, plan.snapshot)
-    else:
-        if plan is not None:
-            plan.install(net)
-        engine.seed({port: [item] for port, item in seeded.items()})
+    try:
+        if plan is not None and plan.snapshot is not None:
+            if writer is not None and plan.snapshot.block is not None:
+                writer.copy_prefix(*plan.snapshot.block)
+            elif writer is not None:
+                writer.copy_replayed(plan.snapshot.lines)
+            restore(engine, plan.snapshot)
+        else:
+            if plan is not None:
+                plan.install(net)
+            engine.seed({port: [item] for port, item in seeded.items()})
+    except TraceCorruption as exc:  # the recorded state holds a value that cannot be rebuilt
+        message = f"cannot resume from {plan.source if plan is not None else 'its tape'}: {exc}"
+        _abandon(engine, writer, run_dir, summary, message)
+        raise ResumeRefused(message) from None
     interrupted = False
     if plan is not None:
         gc.freeze()  # the plan's long-lived entries: not worth re-scanning on every collection
@@ -225,6 +230,20 @@ def execute(
     if plan is not None:
         gc.unfreeze()
     return _finish(engine, net, writer, run_dir, summary, interrupted)
+
+
+def _abandon(engine: Engine, writer: TapeWriter | None, run_dir: Path | None, summary: RunSummary, message: str) -> None:
+    """End a run that could not start: its tape and summary say failed, and why."""
+    error = ErrorInfo(message=message)
+    end = End(status="failed", outputs=Raw(b"{}"), steps=engine.steps, firings=engine.seq, finishedAt=now_iso(), error=error)
+    if writer is not None:
+        writer.write(end)
+        writer.close()
+        summary.tape = trust.seal_file(writer.path, writer.written)
+    if run_dir is not None:
+        summary.status, summary.finishedAt, summary.error, summary.pid = "failed", end.finishedAt, error, None
+        summary.steps, summary.firings = engine.steps, engine.seq
+        write_summary(run_dir, summary)
 
 
 def _raw_inputs(raw: Raw) -> dict[str, bytes]:

@@ -3,7 +3,10 @@
 The tape must stay readable by tools that do not have the flow's code, so values are stored as
 plain JSON with small ``{"$t": tag, "v": payload}`` objects for whatever JSON cannot express.
 Pickle is never used, and decoding only looks classes up in modules that are already imported:
-reading a tape must never import a module or run code named by the data.
+reading a tape must never import a module or run code named by the data. Objects are rebuilt
+(and saved) only for the flow's own classes: an object of the standard library's or of an
+installed package, rebuilt with attributes a tape chose, can do anything (delete a file when it
+is collected, signal a process), and the tape is not code the user wrote.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import os
 import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
@@ -100,6 +105,35 @@ _REFS: dict[type, str] = {}
 _PLANS: dict[type, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {}
 
 
+# A plain attribute holder of the standard library, as safe to rebuild as a class of the flow's.
+_PLAIN_STDLIB = frozenset({"argparse:Namespace"})
+_NOT_OWN_DIRS = tuple({os.path.realpath(p) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                       if (p := sysconfig.get_paths().get(key))})
+_OWN: dict[type, bool] = {}
+
+
+def _own(t: type) -> bool:
+    """Whether `t` is the flow's own class: defined in a file that is neither the standard
+    library's nor an installed package's (or one of a few plain attribute holders)."""
+    own = _OWN.get(t)
+    if own is None:
+        file = getattr(sys.modules.get(t.__module__), "__file__", None)
+        if f"{t.__module__}:{t.__qualname__}" in _PLAIN_STDLIB:
+            own = True
+        elif not isinstance(file, str):  # builtins, frozen or C modules
+            own = False
+        else:
+            path = os.path.realpath(file)
+            parts = Path(path).parts
+            own = not ("site-packages" in parts or "dist-packages" in parts or path.startswith(_NOT_OWN_DIRS))
+        _OWN[t] = own
+    return own
+
+
+def _not_own(ref: str) -> str:
+    return f"class {ref} is not the flow's own (a tape rebuilds objects only of classes defined in the flow's files)"
+
+
 def _ref(t: type) -> str:
     ref = _REFS.get(t)
     if ref is None:
@@ -133,6 +167,8 @@ def _plan(t: type) -> tuple[str, tuple[str, ...] | None, tuple[str, ...]]:
                 name = f"_{c.__name__.lstrip('_')}{name}"  # private slots are name-mangled
             if name not in ("__dict__", "__weakref__"):
                 slots.append(name)
+    if not _own(t):
+        raise _cannot(t, f": {_not_own(_ref(t))}")
     fields = tuple(f.name for f in dataclasses.fields(t)) if dataclasses.is_dataclass(t) else None
     plan = _PLANS[t] = (_ref(t), fields, tuple(slots))
     return plan
@@ -336,9 +372,18 @@ def _maybe_tagged(raw: bytes | str) -> bool:
 _LEAVES: dict[str, Callable[[Any], object]] = {
     "float": float, "date": date.fromisoformat, "decimal": Decimal, "uuid": UUID,
     "bytes": lambda v: base64.b64decode(v, validate=True),
-    "complex": lambda v: complex(cast(float, from_json(v[0])), cast(float, from_json(v[1]))),
+    "complex": lambda v: complex(_number(v[0]), _number(v[1])),
     "timedelta": lambda v: timedelta(*v),
 }
+
+
+def _number(x: Any) -> float:
+    """A part of a complex: a number, or a tagged float (nan, inf); nothing else is decoded."""
+    if type(x) in _NUMBERS:
+        return cast(float, x)
+    if type(x) is dict and x.get(TAG) == "float":
+        return float(x["v"])
+    raise TypeError(f"{x!r} is not a number")
 
 
 def _untag(tag: str, d: dict[str, Any]) -> object:
@@ -361,6 +406,8 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
         return Path(v)
     if tag == "type":
         found = _lookup(v)
+        if found is not None and found.__module__ != "builtins" and not _own(found):
+            raise ValueError(_not_own(str(v)))  # a class handed to the flow is a class it may call
         return found if found is not None else Opaque(str(v), None, d)
     ref = d.get("cls")
     if not isinstance(ref, str):
@@ -368,6 +415,8 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     payload = from_json(v)
     extra: Any = from_json(d.get("slots") or {})
     cls = _lookup(ref)
+    if cls is not None and tag in ("dataclass", "object") and not _own(cls):
+        raise ValueError(_not_own(ref))
     if cls is not None:
         try:
             return _rebuild(tag, cls, payload, extra)
