@@ -1041,3 +1041,64 @@ def test_slow_actions_run_in_parallel_and_quick_ones_inline(workers, tmp_path):
     assert result.outputs == {"A": [2, 3, 4, 5, 6, 7], "B": [2, 3, 4, 5, 6, 7], "C": [2, 3, 4, 5, 6, 7]}
     # one worker: one nap at a time; four: the three nappers nap together
     assert ACTIVE["most"] == (1 if workers == 1 else 3)
+
+
+@task
+class _Numbers4:
+    _i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @action(consumes={})
+    def emit(self):
+        if self._i >= 4:
+            return None
+        self._i += 1
+        return self._i
+
+
+@task
+class _History:
+    hist: list = []
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, x):
+        self.hist.append(x)
+        return self.hist  # its own state, not a copy
+
+
+@task
+class _Lengths:
+    class Ports:
+        In = Port[list](direction="in")
+        Out = Port[str](direction="out")
+
+    @action(consumes={"In": 4})
+    def measure(self, a, b, c, d):
+        return f"{len(a)},{len(b)},{len(c)},{len(d)}"
+
+
+@workflow
+def _aliasing():
+    n = _Numbers4()
+    h = _History()
+    m = _Lengths()
+    connect(n.Out, h.In)
+    connect(h.Out, m.In)
+    connect(m.Out, "Len")
+
+
+@pytest.mark.parametrize("tape", [True, False])
+def test_a_token_is_the_value_as_it_was_put(tmp_path, tape):
+    """An actor that puts its own list and changes it later does not change the tokens already
+    put: with the tape on or off, live or resumed at any step, the consumer sees the same."""
+    result = execute(_aliasing, max_workers=1, runs_dir=tmp_path, tape=tape, run_id="live")
+    assert result.outputs == {"Len": ["1,2,3,4"]}
+    if tape:
+        for step in range(result.steps + 1):
+            resumed = execute(_aliasing, max_workers=1, runs_dir=tmp_path, resume_from="live", at_step=step)
+            assert resumed.outputs == result.outputs, step

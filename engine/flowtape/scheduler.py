@@ -317,9 +317,9 @@ class Engine:
     def _plain_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> list[tuple[Queue, list[Item]]]:
         produced: list[tuple[Queue, list[Item]]] = []
         for port, value in outputs:
-            for i, q in enumerate(actor.outputs.get(port, ())):
-                # fan-out: each consumer gets its own token
-                produced.append((q, [(value if i == 0 or type(value) in IMMUTABLE else copy.deepcopy(value), b"")]))
+            for q in actor.outputs.get(port, ()):
+                # a token is the value as it was put: each consumer gets its own copy (see _encode_outputs)
+                produced.append((q, [(value if type(value) in IMMUTABLE else _copy(value), b"")]))
         return produced
 
     def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
@@ -336,9 +336,11 @@ class Engine:
                 problem = problem or f"{actor.path}.{port}: {exc}"
                 enc = Raw(encode({"$unencodable": f"{actor.path}#{actor.fire_count + 1}:{id(value)}:{time.time_ns()}"}))
                 shared = True
-            for i, q in enumerate(queues):
-                # fan-out: each consumer gets its own token (decoded from the tape's bytes on first use)
-                item = (value if i == 0 or shared else LAZY, enc)
+            for q in queues:
+                # A token is the value as it was put, not an object the producer may change later
+                # (its own state, say): a mutable one reaches each consumer decoded from these bytes,
+                # so the run, the tape and a resume all see the same token.
+                item = (value if shared else LAZY, enc)
                 entry = produced.get(q.index)
                 if entry is None:
                     produced[q.index] = (q, [item])
@@ -511,6 +513,13 @@ class Engine:
             self.failure = Failure(actor, fire_count, exc, tb, traceback_site(exc))
         self.cond.notify_all()
 
+
+
+def _copy(value: Any) -> Any:
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - a value that cannot be copied (a lock, say) goes as it is
+        return value
 
 
 def _state_problem(path: str, state: dict[str, Any]) -> str:
