@@ -6,6 +6,7 @@ format: then the rebuild's own rules must catch it."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -384,3 +385,32 @@ def test_the_usual_accidents_to_a_tape_are_named(run, damage, line, words):
     exc = corrupt(run)
     assert exc.rule == "well-formed records" and words in str(exc)
     assert exc.line == (line or count + 1)
+
+
+def test_a_step_must_match_the_rebuilt_run(run):
+    """Step lines of a killed run after its last hashed line are covered by no hash: the rebuild's
+    own rules must catch an edit there (and in a re-sealed tape)."""
+    lines = lines_of(run)[:-1]  # the end record gone, as if killed
+    last = len(lines) - 1
+    assert lines[last].startswith(b'{"t":"s",') and b',"h":"' not in lines[last]
+    record = json.loads(lines[last])
+    record["q"] = [[index, size + 1] for index, size in record["q"]]
+    write(run, lines[:last] + [json.dumps(record, separators=(",", ":")).encode()])
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (last + 1, "step queue sizes match the rebuilt run")
+    record = json.loads(lines[last])
+    record.update(actor="source", fireCount=1, journalSeq=20)  # a firing stepped long ago
+    write(run, lines[:last] + [json.dumps(record, separators=(",", ":")).encode()])
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (last + 1, "steps name completed firings")
+
+
+def test_a_finished_run_cut_short_and_bytes_after_the_end_are_refused(run, capsys):
+    lines = lines_of(run)
+    write(run, lines[:-3])  # run.json says the run succeeded: its end (and more) was cut off
+    assert cli_main(["verify", str(run.parent)]) == 1
+    err = capsys.readouterr().err
+    assert "run.json says the run succeeded after 20 steps (the tape holds 19): it was cut short" in err
+    run.write_bytes(b"".join(line + b"\n" for line in lines) + b"\x00" * 64)  # no newline: not a torn write
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")

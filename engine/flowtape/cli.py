@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
-from .rundir import DEFAULT_RUNS_DIR, list_runs, resolve_run
+from .rundir import DEFAULT_RUNS_DIR, list_runs, read_summary, resolve_run
 from .values import preview
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -135,6 +135,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     run_dir = resolve_run(args.run, _runs_dir(args))
     tape, rebuild = verify(run_dir / "tape.jsonl")
+    summary = read_summary(run_dir)
+    if rebuild.ended is None and summary is not None and summary.status != "running":
+        # the tape holds together, but its run ended: its end (and maybe more) was cut off
+        raise TraceCorruption(
+            f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
+            f"(the tape holds {rebuild.step}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
+        )
     status = rebuild.ended.status if rebuild.ended else "no end record"
     print(f"ok: {run_dir} · {rebuild.seq} firings · {rebuild.step} steps · {status}")
     return EXIT_OK

@@ -525,6 +525,8 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     for number, (raw, record) in enumerate(zip(raw_lines, records, strict=True), start=1):
         filler.see(record)
         lines.append(Line(number, raw, record))
+    if torn and lines and isinstance(lines[-1].record, End):  # nothing is written after the end
+        raise TraceCorruption("bytes after the end record", len(lines) + 1, "the end record is last")
     if torn and warn:
         print(f"flowtape: warning: {path}: ignoring a torn last line (the run was cut off mid-write)", file=sys.stderr)
     return Tape(path, lines, torn)

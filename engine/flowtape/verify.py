@@ -150,13 +150,29 @@ class Rebuild:
             raise TraceCorruption(
                 f"journalSeq {s.journalSeq} but the last firing written is {self.seq}", n, "journalSeq names the last firing before the step"
             )
-        if self.fire_counts.get(s.actor, 0) < s.fireCount:
+        if self.fire_counts.get(s.actor, 0) < s.fireCount or (self.full_checks and (s.actor, s.fireCount) not in self._step_taken):
             raise TraceCorruption(
-                f"step names {s.actor} firing {s.fireCount}, which is not recorded", n, "steps name completed firings"
+                f"step names {s.actor} firing {s.fireCount}, which is not a recorded firing without a step", n,
+                "steps name completed firings",
             )
+        if self.full_checks:
+            self._check_sizes(s, n)
         self.step = s.step
         self.last_taken = self._step_taken.pop((s.actor, s.fireCount), [])
         self.last_step_seq = s.journalSeq
+
+    def _check_sizes(self, s: Step, n: int) -> None:
+        """A step's queue sizes are those of the rebuilt run: exactly so with one worker; with
+        more, a queue may hold less (tokens taken by a firing not yet committed), never more. (A
+        replayed step was copied from a run that may have had more workers.)"""
+        exact = self.header.maxWorkers == 1 and not s.replayed
+        for index, size in s.queues:
+            held = len(self._queue(index, n))
+            if size > held or (exact and size != held):
+                raise TraceCorruption(
+                    f"step {s.step} says {self.header.queues[index]} holds {size} token(s); the rebuilt run has {held}", n,
+                    "step queue sizes match the rebuilt run",
+                )
 
     def chats_since(self) -> dict[str, list[Raw]]:
         """What each agent's chat gained since the last checkpoint."""
