@@ -272,3 +272,14 @@ def test_json_prints_exactly_one_object_on_stdout(write_flow, tmp_path, flow, co
         assert result["outputs"] == {"Out": [3]}
     else:
         assert "kaboom" in result["error"]
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ("    a = Num(colour='red')  # HERE\n", "TypeError: Num() got unexpected parameter(s): 'colour'"),
+    ("    a = Num()\n    connect(a.Out, b.In)  # HERE\n", "NameError: name 'b' is not defined"),
+    ("    raise RuntimeError('no inputs yet')  # HERE\n", "RuntimeError: no inputs yet"),
+])
+def test_a_mistake_in_the_workflow_body_names_its_line(write_flow, body, words):
+    exc, path = _build_error(write_flow, "\n\n@workflow\ndef main():\n" + body)
+    _assert_names(exc, path, "HERE")
+    assert f"building workflow 'main' failed: {words}" in str(exc)

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FlowError
+from .errors import FlowError, FlowtapeError
 from .model import spec_of
 from .ports import PortRef, type_name, types_compatible
-from .source import Site, caller_site, class_site
+from .source import Site, caller_site, class_site, traceback_site
 
 ROOT = "$"
 
@@ -317,6 +317,11 @@ class WorkflowDef:
         token = _building.set(build)
         try:
             self.fn()
+        except FlowtapeError:
+            raise
+        except Exception as exc:  # the user's builder code raised: a mistake in the flow, named by its line
+            site = traceback_site(exc) or self.site
+            raise FlowError(f"building workflow {self.name!r} failed: {type(exc).__name__}: {exc}", site.file, site.line) from exc
         finally:
             _building.reset(token)
         if build.frame is not None:
