@@ -8,7 +8,7 @@ from pathlib import Path
 import flowtape.scheduler
 import pytest
 from conftest import line_of
-from flowtape import Port, RunFailed, action, connect, guard, if_, loop, task, workflow
+from flowtape import FlowError, Port, RunFailed, action, connect, guard, if_, loop, task, workflow
 from flowtape import run as run_flow
 from flowtape.firing import value_of
 from flowtape.network import build_network
@@ -1102,3 +1102,86 @@ def test_a_token_is_the_value_as_it_was_put(tmp_path, tape):
         for step in range(result.steps + 1):
             resumed = execute(_aliasing, max_workers=1, runs_dir=tmp_path, resume_from="live", at_step=step)
             assert resumed.outputs == result.outputs, step
+
+
+@task
+class _FairMerge:
+    class Ports:
+        A = Port[int](direction="in")
+        B = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    @action(consumes={"A": 1})
+    def a(self, x):
+        return x
+
+    @action(consumes={"B": 1})
+    def b(self, x):
+        return x
+
+    class Schedule:
+        initial = "s1"
+        transitions = [("s1", "a", "s2"), ("s2", "b", "s1")]
+
+
+@task
+class _Urgent:
+    class Ports:
+        In = Port[str](direction="in")
+        Out = Port[str](direction="out")
+
+    @action(consumes={"In": 1})
+    def low(self, x):  # defined first: without the Priority, tried first
+        return f"low:{x}"
+
+    @action(consumes={"In": 1})
+    def high(self, x):
+        return f"high:{x}"
+
+    class Priority:
+        rules = [["high"]]
+
+
+@workflow
+def _scheduled():
+    merge = _FairMerge()
+    first = loop([1, 3, 5])
+    with first:
+        connect(first.item, merge.A)
+    second = loop([2, 4, 6])
+    with second:
+        connect(second.item, merge.B)
+    connect(merge.Out, "Out")
+    urgent = _Urgent()
+    words = loop(["a", "b"])
+    with words:
+        connect(words.item, urgent.In)
+    connect(urgent.Out, "Urgent")
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_a_schedule_and_a_priority_order_a_tasks_actions(tmp_path, workers):
+    """wfpy's Schedule (a state machine over the actions) and Priority (the order they are
+    tried in); the schedule's state is the actor's, so a resume at any step goes on alike."""
+    result = execute(_scheduled, max_workers=workers, runs_dir=tmp_path, run_id="s")
+    assert result.outputs["Out"] == [1, 2, 3, 4, 5, 6]
+    assert sorted(result.outputs["Urgent"]) == ["high:a", "high:b"]
+    for step in range(0, result.steps + 1, 3):
+        resumed = execute(_scheduled, max_workers=workers, runs_dir=tmp_path, resume_from="s", at_step=step)
+        assert resumed.outputs["Out"] == [1, 2, 3, 4, 5, 6], step
+
+
+def test_a_schedule_naming_no_action_is_a_flow_error():
+    with pytest.raises(FlowError, match=r"_Bad.Schedule: transitions\[0\] names no action of the task: 'nope'") as info:
+        @task
+        class _Bad:  # BAD-SCHEDULE
+            class Ports:
+                In = Port[int](direction="in")
+
+            def action(self, x):
+                return None
+
+            class Schedule:
+                initial = "s"
+                transitions = [("s", "nope", "s")]
+    assert info.value.line == line_of(Path(__file__), "BAD-SCHEDULE")  # the class statement

@@ -301,3 +301,29 @@ def test_a_durable_run_writes_the_same_tape(chain, tmp_path):
     assert result.outputs == {"Out": [5, 12, 21, 32, 45]}
     tape, rebuild = verify(result.run_dir / "tape.jsonl")
     assert rebuild.ended.status == "succeeded" and rebuild.seq == 20
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_full_disk_fails_the_run_with_the_reason_and_keeps_what_was_written(chain, tmp_path, monkeypatch, capsys, workers):
+    import errno
+
+    from flowtape.tape import TapeWriter
+
+    real = TapeWriter._out
+    calls = {"n": 0}
+
+    def fill_up(self: TapeWriter, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] > 6:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(TapeWriter, "_out", fill_up)
+    result = execute(chain.main, max_workers=workers, runs_dir=tmp_path, run_id="full")
+    assert result.status == "failed" and result.error is not None
+    assert "Flowtape could not go on: OSError" in result.error.message and "No space left" in result.error.message
+    summary = read_summary(tmp_path / "full")
+    assert summary is not None and summary.status == "failed" and "No space left" in summary.error.message
+    tape, rebuild = verify(tmp_path / "full" / "tape.jsonl")  # what was written reads as a killed run's
+    assert tape.end is None and rebuild.step >= 1
+    assert "Traceback" not in capsys.readouterr().err

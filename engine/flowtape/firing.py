@@ -10,6 +10,7 @@ from .agents import ask
 from .errors import FlowtapeError, TraceCorruption
 from .model import ActionSpec
 from .network import LAZY, Actor, Item, Queue
+from .schedules import STATE_ATTR, moves_now
 from .tools import run_tool
 from .values import decode
 
@@ -64,7 +65,10 @@ def select(actor: Actor) -> Plan | None:
             return None
         takes = [(inputs[port], _take(inputs[port], 1)) for port in spec.inputs]
         return Plan(None, takes, [value_of(t[1][0]) for t in takes])
+    moves = moves_now(spec.schedule, actor.obj) if spec.schedule is not None else None
     for action in spec.actions:
+        if moves is not None and action.name not in moves:
+            continue
         ready = True
         for port, count in action.consumes.items():
             q = inputs.get(port)
@@ -143,6 +147,8 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
     if spec.kind == "task":
         assert plan.action is not None
         result = plan.action.fn(actor.obj, *plan.values)
+        if spec.schedule is not None:  # the action fired: its transition's next state
+            setattr(actor.obj, STATE_ATTR, moves_now(spec.schedule, actor.obj)[plan.action.name])
         return Outcome(_route(actor, plan.action, result))
     inputs = dict(zip(spec.inputs, plan.values, strict=True))
     if spec.kind == "agent":

@@ -10,6 +10,7 @@ from typing import Any
 
 from .errors import FlowError
 from .ports import PortRef, PortSpec, collect_ports
+from .schedules import STATE_ATTR, Schedule, by_priority, collect_schedule
 from .source import Site, caller_site, class_site
 
 SPEC_ATTR = "__flowtape__"
@@ -61,6 +62,7 @@ class TaskSpec:
     defined_at: Site
     agent: AgentConfig | None = None
     tool: ToolConfig | None = None
+    schedule: Schedule | None = None  # a `Schedule` inner class (see schedules.py)
     zero_input: bool = field(init=False, default=False)
     fixed_attrs: frozenset[str] = field(init=False, default=frozenset())
 
@@ -205,6 +207,8 @@ def _install_instance_hooks(cls: type, spec: TaskSpec) -> None:
             setattr(self, name, kwargs[name])
         for name, default in spec.state_defaults.items():
             setattr(self, name, copy.deepcopy(default))
+        if spec.schedule is not None:
+            setattr(self, STATE_ATTR, spec.schedule.initial)
         if spec.kind == "agent":
             self.chat_history = []
         self._ft_name = ""
@@ -238,6 +242,7 @@ def _make_spec(cls: type, kind: str) -> TaskSpec:
     site = class_site(cls)
     if kind == "task" and not actions:
         raise FlowError(f"task {cls.__name__} has no action: define `def action(self, ...)` or an @action", site.file, site.line)
+    actions = by_priority(cls, actions, site)
     return TaskSpec(
         cls=cls,
         name=cls.__name__,
@@ -249,6 +254,7 @@ def _make_spec(cls: type, kind: str) -> TaskSpec:
         parameters=parameters,
         state_defaults=state,
         defined_at=site,
+        schedule=collect_schedule(cls, [a.name for a in actions], site),
     )
 
 

@@ -257,6 +257,9 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         outputs_items = {port: list(q.items) for port, q in net.outputs.items()}
         outputs_raw = Raw(outputs_bytes({port: [Raw(bytes(e)) for _, e in items] for port, items in outputs_items.items()}))
         error = error_info(engine.failure) if engine.failure is not None else None
+        if engine.broken is not None:
+            status = "failed"
+            error = ErrorInfo(message=f"Flowtape could not go on: {type(engine.broken).__name__}: {engine.broken}")
         leftovers, stuck = _stuck(net)
         end = End(
             status=status, outputs=outputs_raw, steps=engine.steps, firings=engine.seq, finishedAt=now_iso(),
@@ -264,9 +267,12 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
             final=final_state(engine) if writer is not None else None,
         )
         if writer is not None:
-            writer.write(end)
+            try:
+                writer.write(end)
+                summary.tape = trust.seal_file(writer.path, writer.written)
+            except OSError:  # the disk is full, say: the tape stays as a killed run's, readable
+                pass
             writer.close()
-            summary.tape = trust.seal_file(writer.path, writer.written)
         engine.tape = None
     outputs = {port: [decode(bytes(e)) if v is LAZY else v for v, e in items] for port, items in outputs_items.items()}
     if run_dir is not None:

@@ -110,6 +110,7 @@ class Engine:
         self.firings = 0
         self.t0 = time.perf_counter()
         self.failure: Failure | None = None
+        self.broken: Exception | None = None  # Flowtape itself failed (a full disk, say): the run stops
         self.stop_requested = False
         self.exclusive: threading.Thread | None = None
         self.diverged: list[Diverged] = []
@@ -145,7 +146,7 @@ class Engine:
 
     @property
     def halted(self) -> bool:
-        return self.failure is not None or self.stop_requested
+        return self.failure is not None or self.stop_requested or self.broken is not None
 
     def stop(self) -> None:
         with self.cond:
@@ -165,8 +166,7 @@ class Engine:
     def run(self) -> None:
         """Fire until quiescence, failure or stop."""
         if self.max_workers == 1:
-            with self.cond:
-                self._work(self.top, None)
+            self._worker()
             return
         threads = [threading.Thread(target=self._worker, name=f"flowtape-{i}", daemon=True) for i in range(self.max_workers)]
         for t in threads:
@@ -185,8 +185,13 @@ class Engine:
     # ---- the drain loop -----------------------------------------------------------------------
 
     def _worker(self) -> None:
-        with self.cond:
-            self._work(self.top, None)
+        try:
+            with self.cond:
+                self._work(self.top, None)
+        except Exception as exc:  # noqa: BLE001 - not the flow's code (that fails its firing): ours, or the disk
+            with self.cond:
+                self.broken = self.broken or exc
+                self.cond.notify_all()
 
     def _mark(self, actor: Actor) -> None:
         pool = actor.pool
