@@ -1185,3 +1185,56 @@ def test_a_schedule_naming_no_action_is_a_flow_error():
                 initial = "s"
                 transitions = [("s", "nope", "s")]
     assert info.value.line == line_of(Path(__file__), "BAD-SCHEDULE")  # the class statement
+
+
+@task
+class _Parity:
+    class Ports:
+        In = Port[int](direction="in")
+        Cond = Port[bool](direction="out")
+        Val = Port[int](direction="out")
+
+    @action(produces={"Cond": 1, "Val": 1})
+    def check(self, x):
+        return (x % 2 == 0, x)
+
+
+@task
+class _Tag:
+    word: str
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, x):
+        return f"{self.word}:{x}"
+
+
+@workflow
+def _both_branches():
+    lp = loop([1, 2, 3, 4])
+    with lp:
+        parity = _Parity()
+        c = if_()
+        with c.then:
+            even = _Tag(word="even")
+        with c.else_:
+            odd = _Tag(word="odd")
+    connect(lp.item, parity.In)
+    connect(parity.Cond, c.cond)
+    connect(parity.Val, even.In)
+    connect(parity.Val, odd.In)
+    connect(even.Out, "Results")
+    connect(odd.Out, "Results")
+
+
+def test_a_value_wired_into_both_branches_reaches_only_the_one_that_runs(tmp_path):
+    """The if takes what waits at the other branch's door: it cannot run that branch later,
+    in another item's iteration, under another condition."""
+    result = execute(_both_branches, max_workers=1, runs_dir=tmp_path, run_id="b")
+    assert result.outputs == {"Results": ["odd:1", "even:2", "odd:3", "even:4"]}
+    assert result.leftovers == []
+    for step in range(result.steps + 1):
+        resumed = execute(_both_branches, max_workers=1, runs_dir=tmp_path, resume_from="b", at_step=step)
+        assert resumed.outputs == result.outputs, step
