@@ -1211,30 +1211,32 @@ class _Tag:
         return f"{self.word}:{x}"
 
 
-@workflow
-def _both_branches():
-    lp = loop([1, 2, 3, 4])
-    with lp:
-        parity = _Parity()
-        c = if_()
-        with c.then:
-            even = _Tag(word="even")
-        with c.else_:
-            odd = _Tag(word="odd")
-    connect(lp.item, parity.In)
-    connect(parity.Cond, c.cond)
-    connect(parity.Val, even.In)
-    connect(parity.Val, odd.In)
-    connect(even.Out, "Results")
-    connect(odd.Out, "Results")
+def test_a_value_wired_into_both_branches_of_an_if_is_refused(write_flow):
+    """Each firing of an if runs one branch: a token at the other would wait and run it later,
+    under another firing's condition. Such wiring is refused before anything runs."""
+    from flowtape.loader import load_flow
 
+    path = write_flow("""
+        from flowtape import Port, action, connect, if_, loop, task, workflow
+        from test_engine_semantics import _Parity, _Tag
 
-def test_a_value_wired_into_both_branches_reaches_only_the_one_that_runs(tmp_path):
-    """The if takes what waits at the other branch's door: it cannot run that branch later,
-    in another item's iteration, under another condition."""
-    result = execute(_both_branches, max_workers=1, runs_dir=tmp_path, run_id="b")
-    assert result.outputs == {"Results": ["odd:1", "even:2", "odd:3", "even:4"]}
-    assert result.leftovers == []
-    for step in range(result.steps + 1):
-        resumed = execute(_both_branches, max_workers=1, runs_dir=tmp_path, resume_from="b", at_step=step)
-        assert resumed.outputs == result.outputs, step
+        @workflow
+        def main():
+            lp = loop([1, 2, 3, 4])
+            with lp:
+                parity = _Parity()
+                c = if_()
+                with c.then:
+                    even = _Tag(word="even")
+                with c.else_:
+                    odd = _Tag(word="odd")
+            connect(lp.item, parity.In)
+            connect(parity.Cond, c.cond)
+            connect(parity.Val, even.In)
+            connect(parity.Val, odd.In)  # BOTH
+            connect(even.Out, "Results")
+            connect(odd.Out, "Results")
+    """)
+    with pytest.raises(FlowError, match="parity.Val is wired into both branches of the if c") as info:
+        load_flow(path).build()
+    assert info.value.line == line_of(path, "BOTH")

@@ -147,15 +147,6 @@ def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list
     else:
         return None
     produced = [(q, [(condition, enc)]) for q in actor.outputs.get("out", [])]
-    skipped = actor.branches.get("else" if condition else "then", [])
-    inside = {m.path for m in skipped}
-    for member in skipped:
-        for q in member.inputs.values():
-            if q.items and q.id.split("->", 1)[0].rpartition(".")[0] not in inside:
-                # What waits at the door of the branch that does not run was meant for this firing:
-                # the if takes it, so it cannot run that branch later, under another condition.
-                takes.append((q, list(q.items)))
-                q.items.clear()
     return takes, produced, "then" if condition else "else"
 
 def _encode_token(engine: Engine, actor: Actor, value: Any) -> Raw:

@@ -392,8 +392,29 @@ def _connected_inputs(graph: Graph) -> dict[int, set[str]]:
     return wired
 
 
+def _check_branches(graph: Graph) -> None:
+    """Refuse one output wired into both branches of an if: each firing runs one branch, so the
+    token at the other would wait there and run it later, under another firing's condition."""
+    seen: dict[tuple[int, str, int], tuple[str, Edge]] = {}
+    for edge in graph.edges:
+        scope = edge.dst.scope if edge.dst is not None else None
+        if edge.src is None or scope is None or scope.control.kind != "if" or edge.src.scope is scope:
+            continue
+        key = (id(edge.src), edge.src_port, id(scope.control))
+        other = seen.setdefault(key, (scope.branch, edge))
+        if other[0] != scope.branch:
+            raise FlowError(
+                f"{edge.src.name}.{edge.src_port} is wired into both branches of the if {scope.control.name}: a "
+                "firing runs one branch, and the token left at the other would run it later, under another "
+                "condition. Route the value to the branch that will run (return {'Cond': c, 'Then' if c else "
+                "'Else': value}), as examples/if_else.py does",
+                edge.site.file, edge.site.line,
+            )
+
+
 def check(graph: Graph) -> None:
     """Refuse actors that can never fire because what they consume is not wired."""
+    _check_branches(graph)
     wired = _connected_inputs(graph)
     for node in graph.nodes:
         have = wired.get(id(node), set())
