@@ -283,3 +283,29 @@ def test_a_mistake_in_the_workflow_body_names_its_line(write_flow, body, words):
     exc, path = _build_error(write_flow, "\n\n@workflow\ndef main():\n" + body)
     _assert_names(exc, path, "HERE")
     assert f"building workflow 'main' failed: {words}" in str(exc)
+
+
+def test_json_outputs_are_plain_json_and_the_flows_prints_go_to_stderr(write_flow, tmp_path):
+    path = write_flow(HEADER.replace("Port[int]", "Port[object]") + """
+
+@task
+class Shapes:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[object](direction="out")
+
+    def action(self, x):
+        print("shaping", x)  # a flow that prints
+        return {"pair": (x, x + 1), "set": {3, 1}, (1, 2): "tuple key", "inf": float("inf")}
+
+
+@workflow
+def main():
+    s = Shapes()
+    connect("In", s.In)
+    connect(s.Out, "Out")
+""")
+    proc = _flowtape("run", str(path), "--input", "In=1", "--json", "--runs-dir", "runs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "shaping 1" in proc.stderr and proc.stdout.count("\n") == 1
+    assert json.loads(proc.stdout)["outputs"] == {"Out": [{"pair": [1, 2], "set": [1, 3], "(1, 2)": "tuple key", "inf": "inf"}]}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -17,6 +19,7 @@ from .rundir import DEFAULT_RUNS_DIR, list_runs, read_summary, resolve_run
 from .values import preview
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+OUTPUT_CHARS = 10_000  # per output port, in text mode
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,17 +53,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             if port not in inputs:
                 print(f"flowtape: note: workflow input {port!r} gets no value (--input {port}=VALUE)", file=sys.stderr)
     progress = Progress() if sys.stdout.isatty() and not args.json else None
+    # with --json, stdout holds the one JSON object: what the flow prints goes to stderr
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        result = execute(
-            flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
-            tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
-            on_step=progress,
-        )
+        with quiet:
+            result = execute(
+                flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
+                tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
+                on_step=progress,
+            )
     finally:
         if progress is not None:
             progress.close()
     if args.json:
-        out: dict[str, Any] = {"status": result.status, "outputs": msgspec.to_builtins(_jsonable(result.outputs)),
+        out: dict[str, Any] = {"status": result.status, "outputs": _plain(result.outputs),
                                "runId": result.run_id, "runDir": str(result.run_dir) if result.run_dir else None,
                                "steps": result.steps}
         if result.error is not None:
@@ -69,8 +75,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             out["replayStopped"] = msgspec.to_builtins(result.replay_stopped)
         sys.stdout.write(json.dumps(out, default=str) + "\n")
     else:
+        cut = False
         for port, tokens in result.outputs.items():
-            print(f"{port}: {preview(tokens, 2000)}")
+            text = preview(tokens, OUTPUT_CHARS)
+            cut = cut or (len(text) >= OUTPUT_CHARS and text.endswith("…"))
+            print(f"{port}: {text}")
+        if cut:
+            print(f"flowtape: note: outputs longer than {OUTPUT_CHARS:,} characters are cut; --json prints them whole",
+                  file=sys.stderr)
         where = f" · tape {result.run_dir}" if result.run_dir else ""
         print(f"{result.status} · {result.steps} steps · {result.firings} firings{where}", file=sys.stderr)
         for d in result.replay_stopped:
@@ -86,10 +98,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return {"succeeded": EXIT_OK}.get(result.status, EXIT_FAILED)
 
 
-def _jsonable(value: Any) -> Any:
-    from .values import to_json
-
-    return to_json(value)
+def _plain(x: Any) -> Any:
+    """Outputs as plain JSON for --json: tuples and sets as lists, other keys as strings,
+    dataclasses and objects as their fields, dates as ISO text, anything else as its str()."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if x - x == 0.0 else str(x)  # JSON has no nan or inf
+    if isinstance(x, dict):
+        return {k if isinstance(k, str) else str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (set, frozenset)):
+        return [_plain(v) for v in sorted(x, key=repr)]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return _plain({f.name: getattr(x, f.name) for f in dataclasses.fields(x)})
+    try:
+        return msgspec.to_builtins(x)  # datetimes, decimals, uuids, enums, bytes
+    except TypeError:
+        return _plain(vars(x)) if hasattr(x, "__dict__") and not isinstance(x, type) else str(x)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

@@ -216,7 +216,7 @@ def _endpoint(build: _Build, ref: PortRef | str, want_output: bool, site: Site) 
     """Resolve one side of a connection; a string names the workflow's own port."""
     if isinstance(ref, str):
         declared = build.inputs if want_output else build.outputs
-        if build.wf.declared and ref not in declared:
+        if (build.wf.declared_inputs if want_output else build.wf.declared_outputs) and ref not in declared:
             kind = "input" if want_output else "output"
             other = build.outputs if want_output else build.inputs
             hint = f"; {ref!r} is one of its {'outputs' if want_output else 'inputs'}" if ref in other else ""
@@ -303,7 +303,8 @@ class WorkflowDef:
         self.name = fn.__name__
         self.inputs = dict(inputs or {})
         self.outputs = dict(outputs or {})
-        self.declared = inputs is not None or outputs is not None
+        # each side declared or not on its own: `inputs=` alone leaves the outputs to the wiring
+        self.declared_inputs, self.declared_outputs = inputs is not None, outputs is not None
         self.max_workers = max_workers
         code = getattr(fn, "__code__", None)
         self.site = Site(code.co_filename, code.co_firstlineno) if code else class_site(type(fn))
