@@ -228,3 +228,15 @@ def test_show_a_step_of_a_changed_tape_verifies_it_and_refuses_it(cli, tmp_path)
     tape.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     code, out, err = cli("show", "r1", "--step", "12")
     assert code == 1 and out == "" and "consumed digests match" in err
+
+
+def test_what_a_tape_says_is_shown_not_obeyed_by_the_terminal(cli, tmp_path):
+    """A run.json or tape from elsewhere may hold escape sequences: they are printed visibly."""
+    cli("run", CHAIN, "--run-id", "r1")
+    summary_path = tmp_path / "runs" / "r1" / "run.json"
+    summary = json.loads(summary_path.read_text())
+    summary["workflow"] = "main\x1b]0;owned\x07\rFAKE"
+    summary_path.write_text(json.dumps(summary))
+    code, out, _ = cli("runs")
+    assert code == 0 and "\x1b" not in out and "\r" not in out
+    assert "main\\x1b]0;owned\\x07\\x0dFAKE" in out

@@ -140,3 +140,29 @@ def test_the_cli_golden_record_and_check(tmp_path, capsys):
     assert "golden mismatch" in err and "step 7 moved" in err and "firings" in err
     assert cli_main(["golden", "check", flow, str(tmp_path / "nope.json")]) == 1
     assert "no golden" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"", b"null", b"[]", b'{"workflow": "main"}', b'{"workflow": "main", "steps": [{}]}', b"\x00junk"])
+def test_a_file_that_is_not_a_golden_is_named_not_crashed_on(tmp_path, capsys, content):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    assert cli_main(["golden", "check", str(EXAMPLES / "chain.py"), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a golden file" in err and "internal error" not in err
+
+
+def test_golden_record_never_writes_over_a_flow_a_tape_or_another_file(tmp_path, capsys):
+    flow = tmp_path / "chain.py"
+    flow.write_bytes((EXAMPLES / "chain.py").read_bytes())
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    tape = tmp_path / "tape.jsonl"
+    tape.write_text("{}\n")
+    for target in (flow, notes, tape, tmp_path):
+        before = target.read_bytes() if target.is_file() else None
+        assert cli_main(["golden", "record", str(flow), str(target)]) == 2
+        assert "internal error" not in capsys.readouterr().err
+        assert before is None or target.read_bytes() == before
+    golden = tmp_path / "chain.json"
+    assert cli_main(["golden", "record", str(flow), str(golden)]) == 0
+    assert cli_main(["golden", "record", str(flow), str(golden)]) == 0  # a golden file may be recorded again

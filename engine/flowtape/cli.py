@@ -119,14 +119,23 @@ def _plain(x: Any) -> Any:
         return _plain(vars(x)) if hasattr(x, "__dict__") and not isinstance(x, type) else str(x)
 
 
+# what a tape or run.json says is printed with its control characters shown, not obeyed: a tape
+# from elsewhere must not retitle the terminal or rewrite the lines above
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(9), *range(11, 32), 127, *range(0x80, 0xA0))}
+
+
+def _say(text: str) -> None:
+    print(text.translate(_CONTROLS))
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     runs = list_runs(_runs_dir(args))
     if not runs:
-        print(f"no runs in {_runs_dir(args)}")
+        _say(f"no runs in {_runs_dir(args)}")
         return EXIT_OK
     for _, s in runs:
         origin = f"  resumed from {s.resumedFrom} @ step {s.resumedAtStep}" if s.resumedFrom else ""
-        print(f"{s.id}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}")
+        _say(f"{s.id}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}")
     return EXIT_OK
 
 
@@ -136,24 +145,24 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     run_dir = resolve_run(args.run, _runs_dir(args))
     if args.step is not None:
-        print(format_detail(detail_of(run_dir, args.step)))
+        _say(format_detail(detail_of(run_dir, args.step)))
         return EXIT_OK
     tape = load(run_dir)
     h = tape.header
     end = tape.end
-    print(f"run {h.runId} · workflow {h.workflow} · {h.flowFile}")
+    _say(f"run {h.runId} · workflow {h.workflow} · {h.flowFile}")
     if h.resumedFrom:
-        print(f"resumed from {h.resumedFrom} at step {h.resumedAtStep}")
+        _say(f"resumed from {h.resumedFrom} at step {h.resumedAtStep}")
     for record in tape.records():
         if isinstance(record, Step):
             mark = "  [replayed]" if record.replayed else ""
-            print(f"  {record.step:>5} · {record.actor} · fire {record.fireCount} · seq {record.journalSeq}{mark}")
+            _say(f"  {record.step:>5} · {record.actor} · fire {record.fireCount} · seq {record.journalSeq}{mark}")
     if end is not None:
-        print(f"{end.status} · outputs {preview(msgspec.json.decode(end.outputs), 2000)}")
+        _say(f"{end.status} · outputs {preview(msgspec.json.decode(end.outputs), 2000)}")
         if end.error is not None:
-            print(f"error: {end.error.message}")
+            _say(f"error: {end.error.message}")
     else:
-        print("(no end record: the run is still going, or was killed)")
+        _say("(no end record: the run is still going, or was killed)")
     return EXIT_OK
 
 
@@ -271,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `flowtape show RUN | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # a runs directory or tape it may not read, a full disk...
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"flowtape: cannot go on:{where}: {exc.strerror or exc}", file=sys.stderr)
+        code = EXIT_FAILED
+    except RecursionError:
+        print("flowtape: a value is nested too deeply to read (a tape written elsewhere, or edited?)", file=sys.stderr)
+        code = EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - a bug of ours still gets one line unless --verbose
         if verbose:
             traceback.print_exc()

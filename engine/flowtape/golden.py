@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import FlowtapeError
+from .errors import FlowtapeError, UsageError
 from .graph import WorkflowDef
 from .runner import execute
 from .tape import End, Firing, Step, read_tape
@@ -51,9 +51,48 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
     return {"workflow": tape.header.workflow, "inputs": msgspec.json.decode(tape.header.inputs), "steps": steps, "end": end}
 
 
+class _Step(msgspec.Struct):
+    actor: str
+    fireCount: int
+
+
+class _Golden(msgspec.Struct):
+    """What a golden file must hold to be compared (the steps' other fields are compared as they are)."""
+
+    workflow: str
+    steps: list[_Step]
+    inputs: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The golden at `path`; None when there is none; UsageError when the file is not one."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"cannot read the golden {path}: {exc.strerror}") from None
+    try:
+        expected = msgspec.json.decode(data)
+        msgspec.convert(expected, _Golden)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise UsageError(f"{path} is not a golden file (one `flowtape golden record` writes): {exc}") from None
+    return expected
+
+
 def record(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the golden of a fresh run to `path`: a new file, or a golden file already there
+    (never a flow, a tape or any other file, which would be lost)."""
+    if path.suffix in (".py", ".jsonl") or (path.exists() and (not path.is_file() or _read(path) is None)):
+        raise UsageError(f"will not write a golden over {path}: give a new .json path, or an existing golden file")
     data = snapshot(flow, inputs)
-    path.write_bytes(msgspec.json.format(msgspec.json.encode(data), indent=1) + b"\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(msgspec.json.format(msgspec.json.encode(data), indent=1) + b"\n")
+        tmp.replace(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the golden {path}: {exc.strerror}") from None
     return data
 
 
@@ -82,10 +121,9 @@ def _short(value: Any, limit: int = 160) -> str:
 
 def check(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -> None:
     """Raise GoldenMismatch unless a fresh run matches the golden at `path`."""
-    try:
-        expected = msgspec.json.decode(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise GoldenMismatch(f"no golden at {path}: record one with `flowtape golden record`") from None
+    expected = _read(Path(path))
+    if expected is None:
+        raise GoldenMismatch(f"no golden at {path}: record one with `flowtape golden record`")
     difference = compare(expected, snapshot(flow, inputs or expected.get("inputs") or None))
     if difference is not None:
         raise GoldenMismatch(f"{path}: {difference}")

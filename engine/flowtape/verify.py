@@ -277,12 +277,17 @@ def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
 
 
 def check_version(header: Header) -> None:
+    """The header's format version is one this Flowtape reads, and its inputs are an object."""
     if header.version not in READABLE_VERSIONS:
         *earlier, last = (str(v) for v in READABLE_VERSIONS)
         known = f"{', '.join(earlier)} and {last}" if earlier else last
         raise TraceCorruption(
             f"tape format version {header.version}; this Flowtape reads versions {known}", 1, "a known format version"
         )
+    try:
+        msgspec.json.decode(header.inputs, type=dict[str, Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise TraceCorruption("the header's inputs are not an object of input ports", 1, "a well-formed header") from None
 
 
 def check_chain(tape: Tape) -> None:
