@@ -1240,3 +1240,35 @@ def test_a_value_wired_into_both_branches_of_an_if_is_refused(write_flow):
     with pytest.raises(FlowError, match="parity.Val is wired into both branches of the if c") as info:
         load_flow(path).build()
     assert info.value.line == line_of(path, "BOTH")
+
+
+def test_an_agent_without_inputs_fires_as_often_as_it_was_given(tmp_path):
+    from flowtape import agent
+
+    @agent(prompt="Invent a name", transport="mock", mock_outputs={"Name": "Zed"}, fireable_without_input=2)
+    class Namer:
+        class Ports:
+            Name = Port[str](direction="out")
+
+    @workflow
+    def names():
+        n = Namer()
+        connect(n.Name, "Names")
+
+    result = execute(names, max_workers=1, runs_dir=tmp_path, run_id="n")
+    assert result.outputs == {"Names": ["Zed", "Zed"]} and result.steps == 2
+    for step in range(3):
+        assert execute(names, max_workers=1, runs_dir=tmp_path, resume_from="n", at_step=step).outputs == result.outputs
+
+    @agent(prompt="Invent a name", transport="mock", mock_outputs={"Name": "Zed"})
+    class Silent:
+        class Ports:
+            Name = Port[str](direction="out")
+
+    @workflow
+    def silent():
+        s = Silent()
+        connect(s.Name, "Names")
+
+    with pytest.raises(FlowError, match="has no input port, so it would never fire: give it fireable_without_input=N"):
+        silent.build()

@@ -63,6 +63,8 @@ def select(actor: Actor) -> Plan | None:
     if spec.kind != "task":
         if any(port not in inputs or not inputs[port].items for port in spec.inputs):
             return None
+        if not spec.inputs and spec.agent is not None and actor.fire_count >= spec.agent.without_input:
+            return None  # an agent with no input: only as many firings as it was given
         takes = [(inputs[port], _take(inputs[port], 1)) for port in spec.inputs]
         return Plan(None, takes, [value_of(t[1][0]) for t in takes])
     moves = moves_now(spec.schedule, actor.obj) if spec.schedule is not None else None

@@ -439,6 +439,12 @@ def check(graph: Graph) -> None:
                     "are not connected",
                     node.created_at.file, node.created_at.line,
                 )
+            if spec.kind == "agent" and spec.agent is not None and not spec.inputs and not spec.agent.without_input:
+                raise FlowError(
+                    f"agent {node.name} ({spec.name}) has no input port, so it would never fire: give it "
+                    "fireable_without_input=N to fire N times without input",
+                    node.created_at.file, node.created_at.line,
+                )
             if spec.kind == "agent" and spec.agent is not None:
                 transport = spec.agent.transport
                 if transport != "mock" and not callable(transport):

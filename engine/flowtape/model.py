@@ -34,6 +34,7 @@ class AgentConfig:
     transport: Any
     mock_outputs: dict[str, Any]
     model: str
+    without_input: int = 0  # how many times an agent with no input port fires (wfpy's fireable_without_input)
 
 
 @dataclass
@@ -274,17 +275,21 @@ def agent(
     mock_outputs: dict[str, Any] | None = None,
     mockOutputs: dict[str, Any] | None = None,  # noqa: N803 - wfpy's camelCase spelling
     model: str = "",
+    fireable_without_input: int = 0,
+    fireableWithoutInput: int | None = None,  # noqa: N803 - wfpy's camelCase spelling
     **_ignored: Any,
 ) -> Any:
     """An LLM agent task. `transport="mock"` answers from `mock_outputs` (or the port types) offline;
-    a callable transport `fn(prompt, inputs, history) -> {port: value}` plugs in a real model."""
+    a callable transport `fn(prompt, inputs, history) -> {port: value}` plugs in a real model.
+    An agent with no input port fires `fireable_without_input` times."""
     if cls is not None:
         raise TypeError("@agent needs arguments: @agent(prompt='...')")
     outputs = mock_outputs if mockOutputs is None else mockOutputs
+    budget = int(fireable_without_input if fireableWithoutInput is None else fireableWithoutInput)
 
     def decorate(klass: type) -> type:
         spec = _make_spec(klass, "agent")
-        spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model)
+        spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model, max(budget, 0))
         spec.kind = "agent"
         spec.refresh()
         setattr(klass, SPEC_ATTR, spec)
