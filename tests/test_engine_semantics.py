@@ -1272,3 +1272,26 @@ def test_an_agent_without_inputs_fires_as_often_as_it_was_given(tmp_path):
 
     with pytest.raises(FlowError, match="has no input port, so it would never fire: give it fireable_without_input=N"):
         silent.build()
+
+
+def test_a_tuple_return_is_routed_by_position_none_included(tmp_path):
+    @task
+    class Split:
+        class Ports:
+            In = Port[int](direction="in")
+            Odd = Port[object](direction="out")
+            Same = Port[int](direction="out")
+
+        @action(produces={"Odd": 1, "Same": 1})
+        def split(self, x):
+            return (x if x % 2 else None, x)
+
+    @workflow
+    def split_flow():
+        sp = Split()
+        connect("In", sp.In)
+        connect(sp.Odd, "Odd")
+        connect(sp.Same, "Same")
+
+    for x, odd in ((1, [1]), (2, [None])):
+        assert execute(split_flow, {"In": x}, max_workers=1, runs_dir=tmp_path).outputs == {"Odd": odd, "Same": [x]}

@@ -126,7 +126,8 @@ def _route(actor: Actor, action: ActionSpec, result: Any) -> list[tuple[str, Any
                 out.extend(_spread(port, produces[port], result[port]))
         return out
     if isinstance(result, (tuple, list)) and len(ports) > 1:
-        return [pair for port, value in zip(ports, result, strict=False) if value is not None for pair in _spread(port, 1, value)]
+        # by position, None included (as in wfpy): ports fed in step stay aligned for a join
+        return [pair for port, value in zip(ports, result, strict=False) for pair in _spread(port, 1, value)]
     return [pair for port in ports for pair in _spread(port, produces[port], result)]
 
 
