@@ -240,3 +240,16 @@ def test_what_a_tape_says_is_shown_not_obeyed_by_the_terminal(cli, tmp_path):
     code, out, _ = cli("runs")
     assert code == 0 and "\x1b" not in out and "\r" not in out
     assert "main\\x1b]0;owned\\x07\\x0dFAKE" in out
+
+
+def test_an_input_declared_str_takes_the_text_as_it_is(cli, tmp_path):
+    flow = tmp_path / "words.py"
+    flow.write_text(
+        "from flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass Echo:\n    class Ports:\n        In = Port[str](direction='in')\n"
+        "        Out = Port[str](direction='out')\n\n    def action(self, s):\n        return s + '!'\n\n\n"
+        "@workflow(inputs={'Word': str})\ndef main():\n    e = Echo()\n    connect('Word', e.In)\n    connect(e.Out, 'Out')\n"
+    )
+    code, out, err = cli("run", str(flow), "--input", "Word=42", "--json")
+    assert code == 0, err
+    assert json.loads(out)["outputs"] == {"Out": ["42!"]}

@@ -27,10 +27,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"flowtape: {message}\n")
 
 
-def _parse_input(text: str) -> tuple[str, Any]:
+def _parse_input(text: str, types: dict[str, Any] | None = None) -> tuple[str, Any]:
+    """NAME=VALUE: VALUE as JSON, else as text; always as text for an input declared `str`."""
     if "=" not in text:
         raise UsageError(f"--input takes NAME=VALUE, not {text!r}")
     name, raw = text.split("=", 1)
+    if types is not None and types.get(name) is str:
+        return name, raw
     try:
         return name, json.loads(raw)
     except json.JSONDecodeError:
@@ -47,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import execute
 
     flow = load_flow(args.flow, args.workflow)
-    inputs = dict(_parse_input(i) for i in args.input)
+    inputs = dict(_parse_input(i, flow.inputs) for i in args.input)
     if args.resume_from is None:
         for port in flow.inputs:
             if port not in inputs:
@@ -188,7 +191,7 @@ def cmd_golden(args: argparse.Namespace) -> int:
     from .loader import load_flow
 
     flow = load_flow(args.flow, args.workflow)
-    inputs = dict(_parse_input(i) for i in args.input) or None
+    inputs = dict(_parse_input(i, flow.inputs) for i in args.input) or None
     if args.action == "record":
         data = record(flow, Path(args.golden), inputs)
         print(f"recorded {args.golden}: {len(data['steps'])} steps")
