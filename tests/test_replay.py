@@ -9,7 +9,7 @@ import pytest
 from flowtape import connect, replay, scheduler, trust, workflow
 from flowtape.cli import main as cli_main
 from flowtape.errors import ResumeRefused, UsageError
-from flowtape.loader import load_module
+from flowtape.loader import load_flow, load_module
 from flowtape.rundir import read_summary
 from flowtape.runner import execute
 from flowtape.tape import Checkpoint, Firing, Step, read_tape
@@ -613,3 +613,16 @@ def test_a_resume_never_rebuilds_an_object_the_flow_does_not_define(chain, tmp_p
     summary = read_summary(tmp_path / "again")
     assert summary is not None and summary.status == "failed" and "cannot resume" in summary.error.message
     assert read_tape(tmp_path / "again" / "tape.jsonl").end.status == "failed"
+
+
+@pytest.mark.parametrize("example", ["chain.py", "fanout_join.py", "guards.py", "if_else.py", "nested.py", "review.py"])
+def test_with_one_worker_a_resume_goes_on_in_the_recorded_order(example, tmp_path):
+    """Each step's round is on the tape, so the round-robin picks up where the recording was:
+    resumed at any step, the run fires in the same order and its outputs come out the same."""
+    flow = load_flow(Path(__file__).parent.parent / "examples" / example)
+    original = execute(flow, max_workers=1, runs_dir=tmp_path, run_id="orig")
+    order = [(s.actor, s.fireCount) for s in read_tape(original.run_dir / "tape.jsonl").steps()]
+    for step in range(1, original.steps):
+        resumed = execute(flow, max_workers=1, runs_dir=tmp_path, resume_from="orig", at_step=step)
+        assert [(s.actor, s.fireCount) for s in read_tape(resumed.run_dir / "tape.jsonl").steps()] == order, step
+        assert resumed.outputs == original.outputs, step

@@ -77,6 +77,8 @@ class Snapshot:
     block: tuple[bytes, int, int] | None = None
     chain_from: str | None = None
     outputs_checkpointed: dict[int, int] = field(default_factory=dict)  # see Checkpoint.outputs
+    rounds: dict[str, int] | None = None  # see Checkpoint.rounds (None: a tape from before version 4)
+    round: int = 0  # the step's round
     chats_since: dict[str, list[Raw]] = field(default_factory=dict)  # see Checkpoint.chats
 
 
@@ -170,7 +172,7 @@ def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int
         lines, [list(q) for q in rebuild.queues], dict(rebuild.fire_counts), dict(rebuild.states),
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
         block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
-        rebuild.chats_since(),
+        chats_since=rebuild.chats_since(), rounds=dict(rebuild.rounds) if header.version >= 4 else None, round=rebuild.round,
     )
 
 
@@ -194,7 +196,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     with open(run_dir / TAPE, "rb") as fh:
         start = restore(run_dir / TAPE, fh, rebuild, at_step) or start
     number = data.count(b"\n", 0, start) + 1
-    filler = StepFiller(header, step=rebuild.step)
+    filler = StepFiller(header, step=rebuild.step, round_=rebuild.round)
     kinds = {a.path: a.kind for a in header.actors}
     region: list[Firing] = []  # firings since the checkpoint: covered by the steps up to at_step?
     tops: set[tuple[str, int]] = set()

@@ -38,6 +38,15 @@ def restore(engine: Engine, snapshot: Any) -> None:
                     history.extend(value_of((LAZY, raw)))
         engine.seq = engine.firings = snapshot.seq
         engine.steps = snapshot.steps
+        if snapshot.rounds is not None:  # one worker's round-robin goes on where the recording was
+            top = engine.top
+            top.round = max(snapshot.rounds.values(), default=0)
+            top.heap.clear()  # marked when the engine was made, before the turns below were known
+            engine.rounds, engine.last_round = dict(snapshot.rounds), snapshot.round
+            for actor in engine.net.actors:
+                actor.dirty = False
+                if actor.pool is top and actor.fire_count:
+                    actor.turn = snapshot.rounds.get(actor.path, 0) + 1
         for actor in engine.net.actors:
             engine._mark(actor)
 

@@ -207,6 +207,8 @@ def execute(
                 writer.copy_prefix(*plan.snapshot.block)
             elif writer is not None:
                 writer.copy_replayed(plan.snapshot.lines)
+            if writer is not None:
+                writer.follow(plan.snapshot.steps, plan.snapshot.round)
             restore(engine, plan.snapshot)
         else:
             if plan is not None:

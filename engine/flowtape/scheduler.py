@@ -110,6 +110,8 @@ class Engine:
         self.firings = 0
         self.t0 = time.perf_counter()
         self.failure: Failure | None = None
+        self.last_round = 0  # the last step's round
+        self.rounds: dict[str, int] = {}  # each top-level actor's last step's round, when not 0 (see Checkpoint)
         self.broken: Exception | None = None  # Flowtape itself failed (a full disk, say): the run stops
         self.stop_requested = False
         self.exclusive: threading.Thread | None = None
@@ -454,6 +456,9 @@ class Engine:
     def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float, simple: bool = True) -> Step:
         """A step record; a simple step leaves out the actor, fire count and seq of the firing just before it."""
         self.steps += 1
+        self.last_round = max(actor.turn - 1, 0) if actor.pool is self.top else 0  # the round it was chosen in
+        if self.last_round:
+            self.rounds[actor.path] = self.last_round
         now = time.perf_counter()
         if self.on_step is not None:
             self.on_step(self.steps, self.firings, actor.path)
@@ -462,6 +467,7 @@ class Engine:
             step=self.steps,
             replayed=replayed,
             queues=sorted((q.index, len(q.items)) for q in touched),
+            round=self.last_round,
             at=int((start - self.t0) * 1e6),
             dur=int((now - start) * 1e6),
         )
@@ -500,6 +506,8 @@ class Engine:
             outputs=gained,
             states=[(a.path, Raw(a.state_enc)) for a in net.actors if a.state_enc],
             fireCounts=[(a.path, a.fire_count) for a in net.actors if a.fire_count],
+            rounds=list(self.rounds.items()),
+            round=self.last_round,
             chats=list(self.chats_since.items()),
         )
         self.chats_since = {}

@@ -9,7 +9,6 @@ import gc
 import hashlib
 import mmap
 import os
-import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -39,7 +38,6 @@ _HEADER_START = b'{"t":"header",'
 _MARKED = tuple(tag + _MARK for tag in _TAGS)
 _UNMARKED_LINE_STARTS = tuple((b"\n" + tag + field, b"\n" + tag + _MARK + field)
                               for tag, field in ((_TAGS[0], b'"seq":'), (_TAGS[0], b'"actor":'), (_TAGS[1], b'"step":')))
-_STEP_NUMBER = re.compile(rb'\{"t":"s",(?:"replayed":true,)?"step":(\d+)')
 
 
 class ActorInfo(msgspec.Struct, omit_defaults=True):
@@ -105,6 +103,7 @@ class Step(msgspec.Struct, tag="s", tag_field="t", omit_defaults=True, kw_only=T
     actor: str = ""
     fireCount: int = 0
     queues: list[tuple[int, int]] = msgspec.field(default_factory=list, name="q")  # queue index, size after
+    round: int = msgspec.field(default=-1, name="r")  # the scheduler's round; -1 (left out): the last step's
     at: int = 0  # microseconds since the run started
     dur: int = 0  # microseconds
     kind: str = ""
@@ -168,6 +167,8 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     queues: list[tuple[int, list[Raw]]] = []  # every non-empty queue but the run's outputs
     outputs: list[tuple[int, list[Raw]]] = []  # what the run's outputs gained since the last checkpoint
     states: list[tuple[str, Raw]] = []  # each actor's latest recorded state
+    rounds: list[tuple[str, int]] = []  # each top-level actor's last step's round, when not 0
+    round: int = 0  # its step's round
     fireCounts: list[tuple[str, int]] = []
     chats: list[tuple[str, list[Raw]]] = []  # what each agent's chat gained since the last checkpoint
     h: str = ""
@@ -291,15 +292,6 @@ def reseal(lines: list[bytes]) -> list[bytes]:
     return [chain.reseal(raw)[:-1] for raw in lines]
 
 
-def last_step_number(data: bytes | mmap.mmap, start: int, end: int, default: int) -> int:
-    """The number of the last step line in `data[start:end]` (whole lines); `default` if none."""
-    at = data.rfind(b'{"t":"s",', start, end)
-    while at >= 0 and at > start and data[at - 1 : at] != b"\n":
-        at = data.rfind(b'{"t":"s",', start, at)
-    found = _STEP_NUMBER.match(data[at : at + 64]) if at >= 0 else None
-    return int(found.group(1)) if found is not None else default
-
-
 def mark_replayed(block: bytes) -> bytes:
     """Whole recorded lines with every firing and step marked `replayed`: their hashes still hold."""
     first = block.find(b"\n") + 1
@@ -325,6 +317,7 @@ class TapeWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._chain = Chain()
         self._step = 0  # the number of the last step written: a firing's seq one past it is left out
+        self._round = 0  # and its round: a step of the same round leaves it out
         self._lock = threading.Lock()
         self._held: list[bytes] | None = None
         self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
@@ -349,6 +342,14 @@ class TapeWriter:
     def _seal(self, record: msgspec.Struct) -> bytes:
         if type(record) is Step:
             self._step = record.step
+            if record.round != self._round:
+                self._round = record.round
+            else:  # the same round as the last step: left out
+                record.round = -1
+                try:
+                    return self._chain.seal(record)
+                finally:
+                    record.round = self._round
         elif type(record) is Firing and record.seq == self._step + 1:
             seq, record.seq = record.seq, 0
             try:
@@ -379,7 +380,6 @@ class TapeWriter:
             if start >= end:
                 return
             self._chain.resume_after(data, start, end)
-            self._step = last_step_number(data, start, end, self._step)
             while start < end:
                 cut = data.find(b"\n", min(end, start + COPY_CHUNK) - 1) + 1  # on a line's end
                 cut = end if not start < cut <= end else cut
@@ -391,8 +391,11 @@ class TapeWriter:
         prefix a resumed run restored is not one block of the recorded tape)."""
         with self._lock:
             self._out(b"".join(self._chain.reseal(mark_line(raw)) for raw in lines))
-            for raw in lines:
-                self._step = last_step_number(raw, 0, len(raw), self._step)
+
+    def follow(self, step: int, round_: int) -> None:
+        """After a copied prefix: the step and round its last step had (what later records leave out)."""
+        with self._lock:
+            self._step, self._round = step, round_
 
     def close(self) -> None:
         with self._lock:
@@ -403,14 +406,18 @@ class TapeWriter:
 
 class StepFiller:
     """Fills in what records leave out: a firing's seq (one past the last step's number), the
-    actor, fire count and seq of the firing written just before a simple step, and a step's kind
-    and source line from the header's actor table. A reader that starts mid-tape passes the
-    header, the firing its first step follows and the number of the last step before it."""
+    actor, fire count and seq of the firing written just before a simple step, a step's round (the
+    last step's), and its kind and source line from the header's actor table. A reader that starts
+    mid-tape passes the header, the firing its first step follows and the number (and round) of
+    the last step before it."""
 
-    def __init__(self, header: Header | None = None, last: tuple[str, int, int] | None = None, step: int = 0) -> None:
+    def __init__(
+        self, header: Header | None = None, last: tuple[str, int, int] | None = None, step: int = 0, round_: int = 0
+    ) -> None:
         self.actors: dict[str, ActorInfo] = {a.path: a for a in header.actors} if header is not None else {}
         self.last = last  # actor, fireCount, seq
         self.step = step
+        self.round = round_
 
     def see(self, record: Record) -> None:
         if isinstance(record, Firing):
@@ -419,6 +426,9 @@ class StepFiller:
             self.last = (record.actor, record.fireCount, record.seq)
         elif isinstance(record, Step):
             self.step = record.step
+            if record.round < 0:
+                record.round = self.round
+            self.round = record.round
             if not record.actor and self.last is not None:
                 record.actor, record.fireCount, seq = self.last
                 record.journalSeq = record.journalSeq or seq

@@ -43,6 +43,8 @@ class Rebuild:
         self.queues: list[deque[Raw]] = [deque() for _ in header.queues]
         self.actors = {a.path: a for a in header.actors}
         self.fire_counts: dict[str, int] = {}
+        self.rounds: dict[str, int] = {}  # each top-level actor's last step's round (a resume goes on from them)
+        self.round = 0  # the last step's
         self.states: dict[str, Raw] = {}
         self.chats: dict[str, list[Raw]] = {}
         self.seq = 0
@@ -69,6 +71,7 @@ class Rebuild:
         twin = copy.copy(self)
         twin.queues = [q.copy() for q in self.queues]
         twin.fire_counts = dict(self.fire_counts)
+        twin.rounds = dict(self.rounds)
         twin.states = dict(self.states)
         twin.chats = {path: list(messages) for path, messages in self.chats.items()} if chats else {}
         twin.diverged = list(self.diverged)
@@ -158,6 +161,9 @@ class Rebuild:
         if self.full_checks:
             self._check_sizes(s, n)
         self.step = s.step
+        self.round = s.round
+        if s.round:
+            self.rounds[s.actor] = s.round
         self.last_taken = self._step_taken.pop((s.actor, s.fireCount), [])
         self.last_step_seq = s.journalSeq
 
@@ -198,6 +204,8 @@ class Rebuild:
         self.outputs_checkpointed = {i: len(self.queues[i]) for i in self.outputs}
         self.states = dict(checkpoint.states)
         self.fire_counts = dict(checkpoint.fireCounts)
+        self.rounds = dict(checkpoint.rounds)
+        self.round = checkpoint.round
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         self.seq = self.last_step_seq = checkpoint.seq
         self.step = checkpoint.step
@@ -218,6 +226,8 @@ class Rebuild:
             problems.append("actor states")
         if dict(c.fireCounts) != {a: n for a, n in self.fire_counts.items() if n}:
             problems.append("fire counts")
+        if dict(c.rounds) != self.rounds or c.round != self.round:
+            problems.append("rounds")
         if {a: _tokens([(0, m)]) for a, m in c.chats} != {a: _tokens([(0, m)]) for a, m in self.chats_since().items()}:
             problems.append("chat messages")
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
