@@ -19,7 +19,7 @@ from . import protocol as P
 from .diagnostics import Diagnostics
 from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
-from .workspace import uri_to_path
+from .workspace import uri_to_path, use_client_root
 
 _encoder = msgspec.json.Encoder()
 
@@ -87,6 +87,7 @@ def create_server() -> FlowtapeServer:
             root = str(uri_to_path(first.uri) or "")
         if root:
             server.root = Path(root).resolve()
+            use_client_root(Path(os.path.abspath(root)), server.root)
         # a client that never sends `initialized` still sees the runs on disk, a little later
         asyncio.get_running_loop().call_later(2.0, server.manager.start)
 

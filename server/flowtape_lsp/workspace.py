@@ -10,11 +10,24 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from . import protocol as P
 
+_client_root: tuple[Path, Path] | None = None  # the workspace root resolved, and as the client names it
+
+
+def use_client_root(given: Path, resolved: Path) -> None:
+    """Name files under the workspace as the client does: through the symlink it opened (macOS's
+    /tmp is /private/tmp), so diagnostics and steps land on the documents it has open."""
+    global _client_root
+    _client_root = (resolved, given) if given != resolved else None
+    path_to_uri.cache_clear()
+
 
 @functools.lru_cache(maxsize=1024)
 def path_to_uri(path: str) -> str:
     # Called for every streamed step: resolving the path each time was most of the server's work.
-    return from_fs_path(str(Path(path).resolve())) or ""
+    resolved = Path(path).resolve()
+    if _client_root is not None and resolved.is_relative_to(_client_root[0]):
+        resolved = _client_root[1] / resolved.relative_to(_client_root[0])
+    return from_fs_path(str(resolved)) or ""
 
 
 def uri_to_path(uri: str) -> Path | None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import LanguageClient
+from pygls.uris import from_fs_path
+from pytest_lsp import LanguageClient, client_capabilities
 
-from .conftest import FLOW_MISWIRED, collector, command, count_flow, request, uri_of, write_flow
+from .conftest import CONFIG, FLOW_MISWIRED, collector, command, count_flow, request, uri_of, write_flow
 
 
 async def test_neovim_run_lenses_and_diagnostics(nvim_client: LanguageClient, workspace: Path) -> None:
@@ -32,3 +34,30 @@ async def test_neovim_run_lenses_and_diagnostics(nvim_client: LanguageClient, wo
     )))
     params = await col.wait_for(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, lambda p: p.uri == uri_of(bad) and bool(p.diagnostics))
     assert "type mismatch" in params.diagnostics[0].message
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def linked_client(lsp_client: LanguageClient, workspace: Path):  # type: ignore[no-untyped-def]
+    """A client that opened the workspace through a symlink (as /tmp is on macOS)."""
+    link = workspace.parent / "linked-ws"
+    link.symlink_to(workspace, target_is_directory=True)
+    await lsp_client.initialize_session(lsp.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=from_fs_path(str(link)),
+    ))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_workspace_opened_through_a_symlink_gets_its_own_uris(linked_client: LanguageClient, workspace: Path) -> None:
+    client, link = linked_client, workspace.parent / "linked-ws"
+    write_flow(workspace, "count.py", count_flow(3))
+    uri = from_fs_path(str(link / "count.py"))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri, "workflow": "main"})
+    done = await col.finished(run["runId"])
+    assert done["status"] == "succeeded"
+    started = await col.wait_for("flowtape/runStarted", lambda p: p["runId"] == run["runId"])
+    assert started["uri"] == uri
+    assert {s["uri"] for s in col.steps(run["runId"])} == {uri}
+    runs = await request(client, "flowtape/runs", {"uri": uri})
+    assert [r["uri"] for r in runs["runs"]] == [uri]
