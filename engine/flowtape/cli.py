@@ -40,6 +40,21 @@ def _parse_input(text: str, types: dict[str, Any] | None = None) -> tuple[str, A
         return name, raw
 
 
+def _inputs_json(source: str | None) -> dict[str, Any]:
+    """--inputs-json FILE: the inputs as one JSON object (how the language server passes them:
+    no size limit of a command line, and a value is never taken for an option)."""
+    if source is None:
+        return {}
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        inputs = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--inputs-json {source}: {exc}") from None
+    if not isinstance(inputs, dict):
+        raise UsageError(f"--inputs-json {source}: a JSON object of input ports is expected, not {type(inputs).__name__}")
+    return inputs
+
+
 def _runs_dir(args: argparse.Namespace) -> Path:
     return Path(args.runs_dir) if getattr(args, "runs_dir", None) else DEFAULT_RUNS_DIR
 
@@ -50,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import execute
 
     flow = load_flow(args.flow, args.workflow)
-    inputs = dict(_parse_input(i, flow.inputs) for i in args.input)
+    inputs = {**_inputs_json(args.inputs_json), **dict(_parse_input(i, flow.inputs) for i in args.input)}
     if args.resume_from is None:
         for port in flow.inputs:
             if port not in inputs:
@@ -221,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("flow")
     p.add_argument("--workflow")
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="VALUE is JSON, or a string")
+    p.add_argument("--inputs-json", metavar="FILE", help="the inputs as one JSON object, from FILE ('-': stdin)")
     p.add_argument("--max-workers", type=int)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)  # keeps `flowtape --verbose run`

@@ -208,9 +208,9 @@ class RunManager:
         args = [sys.executable, "-m", "flowtape", "run", str(flow), "--json", "--run-id", run_id,
                 "--runs-dir", str(self.runs_dir)]
         if workflow:
-            args += ["--workflow", workflow]
-        for port, value in (inputs or {}).items():
-            args += ["--input", f"{port}={msgspec.json.encode(value).decode()}"]
+            args.append(f"--workflow={workflow}")  # attached: a name that starts with '-' is not an option
+        if inputs:
+            args += ["--inputs-json", "-"]  # on stdin: no command-line size limit, nothing taken for an option
         if max_workers is not None:
             args += ["--max-workers", str(max_workers)]
         if resume_from is not None:
@@ -221,9 +221,13 @@ class RunManager:
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)
             run.proc = await asyncio.create_subprocess_exec(
-                *args, cwd=str(flow.parent), env=env, stdin=asyncio.subprocess.DEVNULL,
+                *args, cwd=str(flow.parent), env=env,
+                stdin=asyncio.subprocess.PIPE if inputs else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
+            if inputs and run.proc.stdin is not None:
+                run.proc.stdin.write(msgspec.json.encode(inputs))
+                run.proc.stdin.close()
         except OSError as exc:
             del self.runs[run_id]
             raise P.invalid(f"cannot start the flow: {exc}") from None

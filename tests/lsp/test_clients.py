@@ -61,3 +61,37 @@ async def test_a_workspace_opened_through_a_symlink_gets_its_own_uris(linked_cli
     assert {s["uri"] for s in col.steps(run["runId"])} == {uri}
     runs = await request(client, "flowtape/runs", {"uri": uri})
     assert [r["uri"] for r in runs["runs"]] == [uri]
+
+
+FLOW_ECHO = """\
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Echo:
+    class Ports:
+        In = Port[str](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, s):
+        return len(s)
+
+
+@workflow(inputs={"Text": str})
+def main():
+    e = Echo()
+    connect("Text", e.In)
+    connect(e.Out, "Len")
+"""
+
+
+async def test_run_inputs_of_any_size_and_shape_reach_the_flow(client: LanguageClient, workspace: Path) -> None:
+    """Inputs go to the flow process as one JSON object: a 300 KB value (past a command line's
+    limit) and text that looks like JSON or an option arrive as they were sent."""
+    flow = write_flow(workspace, "echo.py", FLOW_ECHO)
+    col = collector(client)
+    for text in ("x" * 300_000, "42", "--runs-dir"):
+        run = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "main", "inputs": {"Text": text}})
+        done = await col.finished(run["runId"])
+        assert done["status"] == "succeeded", done
+        assert done["outputs"] == {"Len": [len(text)]}
