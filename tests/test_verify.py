@@ -414,3 +414,20 @@ def test_a_finished_run_cut_short_and_bytes_after_the_end_are_refused(run, capsy
     run.write_bytes(b"".join(line + b"\n" for line in lines) + b"\x00" * 64)  # no newline: not a torn write
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")
+
+
+def test_a_header_must_hold_together(run):
+    """The graph fingerprint is that of the header's actors and queues; its inputs are an object."""
+    lines = lines_of(run)
+    header = json.loads(lines[0])
+    header["queues"] = list(reversed(header["queues"]))  # re-sealed, so only the rule can catch it
+    header.pop("h")
+    write(run, reseal([json.dumps(header, separators=(",", ":")).encode(), *lines[1:]]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (1, "a well-formed header") and "graph fingerprint" in str(exc)
+    header = json.loads(lines[0])
+    header["inputs"] = [1]
+    header.pop("h")
+    write(run, reseal([json.dumps(header, separators=(",", ":")).encode(), *lines[1:]]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (1, "a well-formed header") and "inputs" in str(exc)

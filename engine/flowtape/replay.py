@@ -33,7 +33,7 @@ from .tape import (
     read_tape,
 )
 from .values import preview_json
-from .verify import Rebuild, check_chain, check_version
+from .verify import Rebuild, check_chain, check_header
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
 
@@ -153,7 +153,7 @@ def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str)
 
 def _check_resumable(header: Header, net: Network, workflow: str, at_step: int | None, last: int) -> int:
     """The refusals that do not depend on the tape's records; the step to resume at."""
-    check_version(header)
+    check_header(header)
     if header.workflow != workflow:
         raise ResumeRefused(f"cannot resume: run {header.runId} ran workflow {header.workflow!r}, not {workflow!r}")
     actors, queues = shape_of(net)
@@ -234,7 +234,7 @@ def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: s
     try:
         tape = read_tape(run_dir / TAPE)
         header = tape.header
-        check_version(header)
+        check_header(header)
         check_chain(tape)
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import signal
 import threading
@@ -34,7 +33,7 @@ from .rundir import (
     write_summary,
 )
 from .scheduler import Engine, error_info, final_state
-from .tape import FORMAT_VERSION, Diverged, End, ErrorInfo, Header, TapeWriter
+from .tape import FORMAT_VERSION, Diverged, End, ErrorInfo, Header, TapeWriter, graph_fingerprint
 from .values import NotEncodable, decode, encode, preview
 from .verify import outputs_bytes
 
@@ -56,9 +55,7 @@ class RunResult:
 
 
 def fingerprint(net: Network) -> str:
-    actors, queues = shape_of(net)
-    shape = [[a.path, a.kind, a.cls] for a in actors], queues
-    return "blake2b:" + hashlib.blake2b(msgspec.json.encode(shape), digest_size=16).hexdigest()
+    return graph_fingerprint(*shape_of(net))
 
 
 def _encode_inputs(inputs: dict[str, Any]) -> dict[str, Item]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -11,7 +12,7 @@ from . import trust
 from .errors import UsageError
 from .rundir import TAPE, read_summary
 from .seek import at_step_from_checkpoints, walk_to_step
-from .tape import Firing, Header, Step, Tape, decode_record
+from .tape import End, Firing, Header, Step, Tape, decode_record
 from .values import preview_json
 from .verify import Rebuild, verify
 
@@ -37,16 +38,27 @@ def detail_of(run_dir: Path, number: int) -> StepDetail:
     is verified and rebuilt from its first record."""
     summary = read_summary(run_dir)
     if summary is not None and summary.tape is not None and summary.status != "running":
-        if not 1 <= number <= summary.steps:
-            raise UsageError(f"step {number} is out of range: run {summary.id} has steps 1 to {summary.steps}")
         path = run_dir / TAPE
         if trust.file_sealed(path, summary.tape):
             with open(path, "rb") as fh:
                 header = decode_record(fh.readline().rstrip(b"\n"))
+                try:
+                    end: object = decode_record(_last_line(fh))
+                except (msgspec.DecodeError, msgspec.ValidationError):  # a last line over a megabyte
+                    end = None
+            if isinstance(end, End) and not 1 <= number <= end.steps:  # the sealed tape says, not run.json
+                raise UsageError(f"step {number} is out of range: run {summary.id} has steps 1 to {end.steps}")
             at = at_step_from_checkpoints(path, header, number) if isinstance(header, Header) else None
             if at is not None:
                 return _describe(at.rebuild, at.step, at.firings)
     return step_detail(load(run_dir), number)
+
+
+def _last_line(fh: BinaryIO) -> bytes:
+    size = fh.seek(0, 2)
+    fh.seek(max(size - (1 << 20), 0))
+    tail = fh.read()
+    return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
 
 
 def step_detail(tape: Tape, number: int) -> StepDetail:

@@ -70,6 +70,12 @@ class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
     h: str = ""
 
 
+def graph_fingerprint(actors: list[ActorInfo], queues: list[str]) -> str:
+    """A graph's identity: its actors' paths, kinds and classes and its queues, in order (Header.graph)."""
+    shape = [[a.path, a.kind, a.cls] for a in actors], queues
+    return "blake2b:" + hashlib.blake2b(msgspec.json.encode(shape), digest_size=16).hexdigest()
+
+
 class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only=True):
     """A completed firing: what it took (by digest), what it put, the state after it.
 

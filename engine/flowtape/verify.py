@@ -26,6 +26,7 @@ from .tape import (
     Tape,
     chain_seed,
     gc_paused,
+    graph_fingerprint,
     read_tape,
     split_hash,
 )
@@ -286,8 +287,9 @@ def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
     return b"{" + b",".join(parts) + b"}"
 
 
-def check_version(header: Header) -> None:
-    """The header's format version is one this Flowtape reads, and its inputs are an object."""
+def check_header(header: Header) -> None:
+    """The header's format version is one this Flowtape reads, its inputs are an object, and its
+    graph fingerprint is that of its actors and queues."""
     if header.version not in READABLE_VERSIONS:
         *earlier, last = (str(v) for v in READABLE_VERSIONS)
         known = f"{', '.join(earlier)} and {last}" if earlier else last
@@ -298,6 +300,8 @@ def check_version(header: Header) -> None:
         msgspec.json.decode(header.inputs, type=dict[str, Raw])
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise TraceCorruption("the header's inputs are not an object of input ports", 1, "a well-formed header") from None
+    if header.graph != graph_fingerprint(header.actors, header.queues):
+        raise TraceCorruption("the header's graph fingerprint is not that of its actors and queues", 1, "a well-formed header")
 
 
 def check_chain(tape: Tape) -> None:
@@ -332,7 +336,7 @@ def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:
     if not tape.lines:
         raise TraceCorruption("the tape is empty", 1, "header first")
     header = tape.header
-    check_version(header)
+    check_header(header)
     check_chain(tape)
     rebuild = Rebuild(header)
     with gc_paused():
