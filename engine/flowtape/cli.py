@@ -147,6 +147,8 @@ def _say(text: str) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    if _runs_dir(args).exists() and not _runs_dir(args).is_dir():
+        raise UsageError(f"{_runs_dir(args)} is not a directory of runs")
     runs = list_runs(_runs_dir(args))
     if not runs:
         _say(f"no runs in {_runs_dir(args)}")

@@ -160,7 +160,7 @@ def execute(
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
         inputs_raw = Raw(encode({port: item[0] for port, item in seeded.items()})) if seeded else Raw(b"{}")
-    run_id = run_id or new_run_id()
+    run_id = new_run_id() if run_id is None else run_id
     if not valid_run_id(run_id):
         raise UsageError(f"bad run id {run_id!r}: use letters, digits, '-', '_' and '.'")
     run_dir: Path | None = None

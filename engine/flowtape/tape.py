@@ -466,7 +466,9 @@ class Tape:
 
     @property
     def header(self) -> Header:
-        first = self.lines[0].record if self.lines else None
+        if not self.lines:
+            raise TraceCorruption("the tape is empty", 1, "header first")
+        first = self.lines[0].record
         if not isinstance(first, Header):
             raise TraceCorruption("the first record is not a header", 1, "header first")
         return first
