@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from flowtape.rundir import TAPE
 from lsprotocol import types as lsp
 
 from . import protocol as P
@@ -84,10 +85,12 @@ def register(server: FlowtapeServer) -> None:
             runs = [r for r in server.manager.runs.values() if r.workflow == wf.name and same_file(r.uri, uri)]
             if not runs:
                 continue
-            latest = max(runs, key=lambda r: (r.started_at, r.run_id))
-            lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
-                title="⟲ Resume at step…", command=P.CMD_RESUME, arguments=[{"runId": latest.run_id}],
-            )))
+            started = [r for r in runs if (r.run_dir / TAPE).is_file()]  # a run that failed to load has no tape
+            if started:
+                latest = max(started, key=lambda r: (r.started_at, r.run_id))
+                lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
+                    title="⟲ Resume at step…", command=P.CMD_RESUME, arguments=[{"runId": latest.run_id}],
+                )))
             lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
                 title=f"Runs ({len(runs)})", command=P.CLIENT_SHOW_RUNS, arguments=[{"uri": uri, "workflow": wf.name}],
             )))

@@ -34,6 +34,8 @@ def uri_to_path(uri: str) -> Path | None:
     """The file a `file:` uri names; None for another scheme or a name no file can have."""
     if not uri.startswith("file:"):
         return None
+    if uri.startswith("file://localhost/"):  # the same file as file:///, spelled out (RFC 8089)
+        uri = "file:///" + uri[len("file://localhost/") :]
     try:
         fs = to_fs_path(uri)
         return Path(fs).resolve() if fs and "\0" not in fs else None

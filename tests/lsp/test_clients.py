@@ -95,3 +95,10 @@ async def test_run_inputs_of_any_size_and_shape_reach_the_flow(client: LanguageC
         done = await col.finished(run["runId"])
         assert done["status"] == "succeeded", done
         assert done["outputs"] == {"Len": [len(text)]}
+
+
+async def test_a_file_uri_naming_localhost_is_the_same_file(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(2))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow).replace("file:///", "file://localhost/", 1)})
+    assert (await col.finished(run["runId"]))["status"] == "succeeded"
