@@ -1295,3 +1295,30 @@ def test_a_tuple_return_is_routed_by_position_none_included(tmp_path):
 
     for x, odd in ((1, [1]), (2, [None])):
         assert execute(split_flow, {"In": x}, max_workers=1, runs_dir=tmp_path).outputs == {"Odd": odd, "Same": [x]}
+
+
+@workflow
+def _if_out_into_branches():
+    lp = loop([1, 2, 3, 4])
+    with lp:
+        parity = _Parity()
+        c = if_()
+        with c.then:
+            even = _Tag(word="even")
+        with c.else_:
+            odd = _Tag(word="odd")
+    connect(lp.item, parity.In)
+    connect(parity.Cond, c.cond)
+    connect(c.out, even.In)  # the if's own out: only the branch that runs gets it
+    connect(c.out, odd.In)
+    connect(even.Out, "Results")
+    connect(odd.Out, "Results")
+
+
+def test_an_ifs_out_reaches_only_the_branch_that_runs(tmp_path):
+    result = execute(_if_out_into_branches, max_workers=1, runs_dir=tmp_path, run_id="o")
+    assert result.outputs == {"Results": ["odd:False", "even:True", "odd:False", "even:True"]}
+    assert result.leftovers == []
+    for step in range(result.steps + 1):
+        resumed = execute(_if_out_into_branches, max_workers=1, runs_dir=tmp_path, resume_from="o", at_step=step)
+        assert resumed.outputs == result.outputs, step

@@ -146,7 +146,9 @@ def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list
         enc = _encode_token(engine, actor, condition)
     else:
         return None
-    produced = [(q, [(condition, enc)]) for q in actor.outputs.get("out", [])]
+    # `out` reaches its consumers outside the if, and inside it only those of the branch that runs
+    skipped = {id(m) for m in actor.branches.get("else" if condition else "then", [])}
+    produced = [(q, [(condition, enc)]) for q in actor.outputs.get("out", []) if id(q.consumer) not in skipped]
     return takes, produced, "then" if condition else "else"
 
 def _encode_token(engine: Engine, actor: Actor, value: Any) -> Raw:

@@ -401,6 +401,8 @@ def _check_branches(graph: Graph) -> None:
         scope = edge.dst.scope if edge.dst is not None else None
         if edge.src is None or scope is None or scope.control.kind != "if" or edge.src.scope is scope:
             continue
+        if edge.src is scope.control:  # the if's own `out`: only the branch that runs gets it
+            continue
         key = (id(edge.src), edge.src_port, id(scope.control))
         other = seen.setdefault(key, (scope.branch, edge))
         if other[0] != scope.branch:
