@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 from msgspec import Raw
@@ -561,46 +560,3 @@ def _why_unreadable(raw: bytes, number: int, exc: Exception) -> str:
 
 def encode_record(record: msgspec.Struct) -> bytes:
     return _encoder.encode(record)
-
-
-def to_builtins(record: Any) -> Any:
-    return msgspec.to_builtins(record)
-
-
-class TapeFollower:
-    """Reads a tape that is still being written: each `poll()` returns the complete records
-    appended since the last one. A line still being written stays for the next poll."""
-
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
-        self.offset = 0
-        self.line_number = 0
-        self._partial = b""
-        self._filler = StepFiller()
-
-    def poll(self, limit_bytes: int = 8 << 20) -> list[Record]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read(limit_bytes)
-        except FileNotFoundError:
-            return []
-        if not chunk:
-            return []
-        self.offset += len(chunk)
-        data = self._partial + chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._partial = data
-            return []
-        self._partial = data[cut + 1 :]
-        records: list[Record] = []
-        for raw in data[:cut].split(b"\n"):
-            self.line_number += 1
-            try:
-                record = _decoder.decode(raw)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                raise TraceCorruption("unreadable record", self.line_number, "well-formed records") from None
-            self._filler.see(record)
-            records.append(record)
-        return records
