@@ -81,7 +81,7 @@ def _before_step(fh: BinaryIO, lo: int, number: int) -> int:
     return lo
 
 
-REGION_LIMIT = 16 << 20  # past this many bytes from the last checkpoint, the index answers better
+REGION_LIMIT = 16 << 20  # past this many bytes from the last checkpoint (or 20 of its sizes), the index answers better
 
 
 @dataclass
@@ -106,7 +106,10 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
             key = _key(path, fh)
             fh.readline()
             body = fh.tell()
-            nearest = max((mark.step for mark in checkpoints_of(path, fh) if mark.step < number), default=0)
+            before = [mark for mark in checkpoints_of(path, fh) if mark.step < number]
+            nearest = before[-1].step if before else 0
+            # the writer spaces checkpoints by 16 times their size: a region that long is expected
+            region = max(REGION_LIMIT, 20 * (before[-1].end - before[-1].start)) if before else REGION_LIMIT
             walked = _walked.get(key)
             if walked is not None and walked.at.step.step == number:  # asked again
                 return AtStep(walked.at.step, walked.at.rebuild.copy(chats=False), walked.at.firings)
@@ -115,7 +118,7 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
             else:
                 rebuild = Rebuild(header, full_checks=False)
                 start = restore(path, fh, rebuild, number - 1) or body  # the records after it up to the step
-            records = _Records(fh, StepFiller(header, step=rebuild.step), start, start + REGION_LIMIT)
+            records = _Records(fh, StepFiller(header, step=rebuild.step), start, start + region)
             found = walk_to_step(records, rebuild, number)
             if found is not None:
                 kept = AtStep(found.step, found.rebuild.copy(chats=False), found.firings)
