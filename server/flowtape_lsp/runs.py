@@ -332,8 +332,12 @@ class RunManager:
         if run.index.header is None:
             run.error = detail or message or "the run did not start"
             return
-        sealed = await asyncio.to_thread(run.index.seal_end, status, message)
         summary = read_summary(run.run_dir)
+        if run.proc is None and summary is not None and summary.status != "running":
+            # not a run that died here: a tape cut short (copied, say). Said, not written to.
+            run.error = f"the tape has no end record, though run.json says the run {summary.status}: it was cut short"
+            return
+        sealed = await asyncio.to_thread(run.index.seal_end, status, message)
         if sealed and summary is not None and summary.status == "running":
             end = run.index.end
             assert end is not None

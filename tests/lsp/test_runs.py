@@ -186,3 +186,24 @@ async def test_a_flow_that_cannot_start_still_finishes(client: LanguageClient, w
     assert done["status"] == "failed" and "defines no @workflow" in done["error"]
     assert col.of("flowtape/runStarted", run["runId"])
 
+
+
+async def test_a_tape_copied_in_cut_short_is_reported_not_written_to(client: LanguageClient, workspace: Path) -> None:
+    """A run directory that appears with a finished run.json but a tape without its end record
+    (a copy cut short) is no run that died here: the server says so and leaves the tape alone."""
+    import shutil
+
+    flow = write_flow(workspace, "count.py", count_flow(4))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "main"})
+    await col.finished(run["runId"])
+    source = workspace / ".flowtape" / "runs" / run["runId"]
+    staged = workspace / "staged"
+    shutil.copytree(source, staged)
+    tape = staged / "tape.jsonl"
+    tape.write_bytes(b"".join(line + b"\n" for line in tape.read_bytes().splitlines()[:-1]))  # the end cut off
+    cut = tape.read_bytes()
+    staged.rename(workspace / ".flowtape" / "runs" / "copied-in")
+    done = await col.finished("copied-in")
+    assert done["status"] == "failed" and "cut short" in done["error"]
+    assert (workspace / ".flowtape" / "runs" / "copied-in" / "tape.jsonl").read_bytes() == cut
