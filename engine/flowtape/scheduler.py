@@ -86,6 +86,15 @@ class Failure:
 
 
 class Engine:
+    # Slots keep every attribute load in the firing loop a fast one: past 30 attributes, a plain
+    # instance falls back to a dict, which cost 4% of an untaped firing.
+    __slots__ = (
+        "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since",
+        "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
+        "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "rounds", "seq", "steps",
+        "stop_requested", "t0", "tape", "top", "work_dir",
+    )
+
     def __init__(
         self,
         net: Network,
@@ -142,7 +151,6 @@ class Engine:
                         member.pool = actor.pools[branch]
         for actor in net.actors:
             actor.pool.mark(actor)
-        self._pools: dict[int, Pool] = {}
 
     # ---- public ---------------------------------------------------------------------------
 
