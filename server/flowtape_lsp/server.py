@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import os
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 import msgspec
 from flowtape import __version__
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 
 from . import protocol as P
@@ -50,6 +52,14 @@ class FlowtapeServer(LanguageServer):
         except Exception:  # noqa: BLE001 - a client gone away must not kill the streaming task
             logger.warning("sending %s failed", method, exc_info=True)
 
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A message that is not JSON gets the -32700 response JSON-RPC asks for (with no id: it
+        could not be read), not a pop-up saying the server failed."""
+        if isinstance(error, json.JSONDecodeError):
+            self.protocol._send_response(None, error=JsonRpcParseError(message=f"not JSON: {error}").to_response_error())  # type: ignore[arg-type]
+            return
+        super().report_server_error(error, source)
+
     def log_error(self, message: str) -> None:
         logger.error("%s", message, exc_info=True)
 
@@ -70,6 +80,14 @@ class FlowtapeServer(LanguageServer):
             self.protocol.send_request(lsp.WORKSPACE_CODE_LENS_REFRESH, None)
         if self.capability("workspace", "inlay_hint", "refresh_support"):
             self.protocol.send_request(lsp.WORKSPACE_INLAY_HINT_REFRESH, None)
+
+
+def _quiet_parse_errors(record: logging.LogRecord) -> bool:
+    """A client's message that is not JSON is answered (-32700): one warning, no traceback."""
+    if record.exc_info and isinstance(record.exc_info[1], json.JSONDecodeError):
+        record.msg, record.args, record.exc_info, record.levelno, record.levelname = (
+            "a message that is not JSON was answered with -32700", (), None, logging.WARNING, "WARNING")
+    return True
 
 
 def create_server() -> FlowtapeServer:
@@ -130,6 +148,8 @@ def main(tcp: int | None = None) -> None:
     """`flowtape lsp [--tcp PORT]`: serve over stdio (or TCP, for debugging)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="flowtape-lsp %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:  # on the handler: pygls logs it through several loggers
+        handler.addFilter(_quiet_parse_errors)
     server = create_server()
     try:
         if tcp is not None:

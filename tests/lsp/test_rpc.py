@@ -140,3 +140,19 @@ def test_flows_the_server_started_stop_when_the_editor_goes_away(raw: Raw, tmp_p
         time.sleep(0.1)
     assert summary["status"] == "stopped"  # SIGTERM: the run ends with its end record
     assert json.loads((run_dir / "tape.jsonl").read_bytes().splitlines()[-1])["t"] == "end"
+
+
+def test_a_message_that_is_not_json_is_answered_and_the_server_goes_on(raw: Raw, tmp_path: Path) -> None:
+    raw.initialize(tmp_path)
+    assert raw.proc.stdin is not None
+    body = b'{"jsonrpc": "2.0", "id": 5, "method": '  # cut short
+    raw.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    raw.proc.stdin.flush()
+    code, message = error_of(raw.wait(lambda m: "error" in m and m.get("id") is None))
+    assert code == -32700 and "not JSON" in message
+    assert raw.ask(6, "flowtape/runs")["result"] == {"runs": []}
+    raw.send({"jsonrpc": "2.0", "id": 7, "method": "shutdown"})
+    raw.wait(lambda m: m.get("id") == 7)
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    raw.proc.wait(10)
+    assert "Traceback" not in raw.close()
