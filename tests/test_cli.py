@@ -253,3 +253,18 @@ def test_an_input_declared_str_takes_the_text_as_it_is(cli, tmp_path):
     code, out, err = cli("run", str(flow), "--input", "Word=42", "--json")
     assert code == 0, err
     assert json.loads(out)["outputs"] == {"Out": ["42!"]}
+
+
+def test_max_steps_stops_a_flow_that_never_ends(cli, tmp_path):
+    flow = tmp_path / "forever.py"
+    flow.write_text(
+        "from flowtape import Port, action, connect, task, workflow\n\n\n"
+        "@task\nclass Ticks:\n    n: int = 0\n\n    class Ports:\n        Out = Port[int](direction='out')\n\n"
+        "    @action(consumes={})\n    def tick(self):\n        self.n += 1\n        return self.n\n\n\n"
+        "@workflow\ndef main():\n    t = Ticks()\n    connect(t.Out, 'Out')\n"
+    )
+    code, _, err = cli("run", str(flow), "--max-workers", "1", "--max-steps", "50", "--run-id", "f")
+    assert code == 1 and "stopped · 50 steps" in err and "stopped at --max-steps 50: go on with --resume-from f" in err
+    assert cli("verify", "f")[0] == 0
+    code, _, err = cli("run", str(flow), "--max-workers", "1", "--max-steps", "80", "--resume-from", "f")
+    assert code == 1 and "stopped · 80 steps" in err

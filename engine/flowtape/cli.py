@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = execute(
                 flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
                 tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
-                on_step=progress,
+                on_step=progress, max_steps=args.max_steps,
             )
     finally:
         if progress is not None:
@@ -103,6 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         where = f" · tape {result.run_dir}" if result.run_dir else ""
         print(f"{result.status} · {result.steps} steps · {result.firings} firings{where}", file=sys.stderr)
+        if result.status == "stopped" and args.max_steps is not None and result.steps >= args.max_steps:
+            print(f"stopped at --max-steps {args.max_steps}: go on with --resume-from {result.run_id}", file=sys.stderr)
         for d in result.replay_stopped:
             print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.reason}", file=sys.stderr)
         for qid, count in result.leftovers:
@@ -240,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="VALUE is JSON, or a string")
     p.add_argument("--inputs-json", metavar="FILE", help="the inputs as one JSON object, from FILE ('-': stdin)")
     p.add_argument("--max-workers", type=int)
+    p.add_argument("--max-steps", type=int, metavar="N", help="stop the run after N steps (a guard for a flow that never ends)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)  # keeps `flowtape --verbose run`
     p.add_argument("--runs-dir")

@@ -133,8 +133,10 @@ def execute(
     at_step: int | None = None,
     on_step: Callable[[int, int, str], None] | None = None,
     on_start: Callable[[str, Path | None], None] | None = None,
+    max_steps: int | None = None,
 ) -> RunResult:
-    """Run `flow` and record it; returns the result whatever the status (failures included)."""
+    """Run `flow` and record it; returns the result whatever the status (failures included).
+    With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable)."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
     graph = flow.build()
@@ -194,6 +196,10 @@ def execute(
         on_start(run_id, run_dir)
     base_dir = Path(graph.site.file).resolve().parent if graph.site.file and not graph.site.file.startswith("<") else Path.cwd()
     work_dir = (run_dir / "work") if run_dir is not None else Path.cwd() / ".flowtape" / "work" / run_id
+    if max_steps is not None:
+        if max_steps < 1:
+            raise UsageError("max_steps must be at least 1")
+        on_step = _step_limit(max_steps, on_step, lambda: engine)
     engine = Engine(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
         covered=plan.covered if plan else None, on_step=on_step,
@@ -229,6 +235,20 @@ def execute(
     if plan is not None:
         gc.unfreeze()
     return _finish(engine, net, writer, run_dir, summary, interrupted)
+
+
+def _step_limit(
+    limit: int, inner: Callable[[int, int, str], None] | None, engine: Callable[[], Engine]
+) -> Callable[[int, int, str], None]:
+    """An on_step that stops the run once it has taken `limit` steps (called under the engine's lock)."""
+
+    def on_step(steps: int, firings: int, actor: str) -> None:
+        if inner is not None:
+            inner(steps, firings, actor)
+        if steps >= limit:
+            engine().stop_requested = True
+
+    return on_step
 
 
 def _abandon(engine: Engine, writer: TapeWriter | None, run_dir: Path | None, summary: RunSummary, message: str) -> None:
