@@ -230,7 +230,10 @@ def execute(
         except KeyboardInterrupt:
             interrupted = True
             engine.stop_requested = True
-        if engine.stop_requested and not engine.wait_in_flight(STOP_GRACE):
+        try:
+            if engine.stop_requested and not engine.wait_in_flight(STOP_GRACE):
+                interrupted = True
+        except KeyboardInterrupt:  # a second signal while the last firings finish: end the tape now
             interrupted = True
     if plan is not None:
         gc.unfreeze()

@@ -511,7 +511,8 @@ class RunManager:
         # os.kill, not the asyncio process: this also runs after the event loop has closed
         for run in list(self.runs.values()):
             run.index.closing = True
-            if run.proc is not None and run.proc.returncode is None:
+            if run.proc is not None and run.proc.returncode is None and not run.stopping:
+                run.stopping = True  # once: a second SIGTERM would interrupt the run's own clean stop
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(run.proc.pid, signal.SIGTERM)
         if self._poller is not None:

@@ -118,7 +118,7 @@ def test_every_request_gets_an_answer(raw: Raw, tmp_path: Path) -> None:
     assert "Traceback" not in raw.close()  # a client's mistakes are answered, not logged as failures
 
 
-@pytest.mark.parametrize("leave", ["end of input", "exit without shutdown"])
+@pytest.mark.parametrize("leave", ["end of input", "exit without shutdown", "shutdown then exit"])
 def test_flows_the_server_started_stop_when_the_editor_goes_away(raw: Raw, tmp_path: Path, leave: str) -> None:
     raw.initialize(tmp_path)
     flow = write_flow(tmp_path, "slow.py", count_flow(1000, delay=0.05))
@@ -129,6 +129,8 @@ def test_flows_the_server_started_stop_when_the_editor_goes_away(raw: Raw, tmp_p
         assert raw.proc.stdin is not None
         raw.proc.stdin.close()
     else:
+        if leave == "shutdown then exit":
+            raw.ask(2, "shutdown")
         raw.send({"jsonrpc": "2.0", "method": "exit"})
     raw.proc.wait(20)
     deadline = time.monotonic() + 30
