@@ -5,6 +5,7 @@ validated by the Structs of protocol.py."""
 from __future__ import annotations
 
 import asyncio
+import os
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +61,15 @@ def run_info(run: Run) -> P.RunInfo:
 
 
 def _recorded_steps(run: Run, read: int) -> int:
-    """How many steps a finished run has, before its tape is read through: its run.json says."""
+    """How many steps a finished run has, before its tape is read through: its run.json says
+    (once the whole file is read, the tape says, even cut short)."""
     from flowtape.rundir import read_summary
 
+    try:
+        if run.index.offset >= os.path.getsize(run.index.path):
+            return read
+    except OSError:
+        pass
     summary = read_summary(run.run_dir)
     return max(read, summary.steps) if summary is not None and summary.status != "running" else read
 

@@ -113,3 +113,21 @@ def test_the_checkpoints_of_a_tape_are_found_whatever_the_reads(workspace: Path,
     assert len(want) >= 4
     with open(path, "rb") as fh:
         assert stepsearch.checkpoints_of(path, fh) == want
+
+
+async def test_a_tape_cut_to_its_header_has_no_steps_whatever_run_json_says(client: LanguageClient, workspace: Path) -> None:
+    from .conftest import collector, command, uri_of
+
+    flow = write_flow(workspace, "count.py", count_flow(5))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "main"})
+    await col.finished(run["runId"])
+    tape = workspace / ".flowtape" / "runs" / run["runId"] / "tape.jsonl"
+    (workspace / "cut").mkdir()
+    cut = workspace / "cut" / "tape.jsonl"
+    cut.write_bytes(tape.read_bytes().split(b"\n", 1)[0] + b"\n")  # run.json (copied below) says 10 steps
+    (workspace / "cut" / "run.json").write_bytes((tape.parent / "run.json").read_bytes())
+    (workspace / "cut").rename(workspace / ".flowtape" / "runs" / "cut")
+    await col.finished("cut")
+    page = await request(client, "flowtape/getSteps", {"runId": "cut", "from": 1, "limit": 5})
+    assert page["steps"] == [] and page["total"] == 0
