@@ -420,13 +420,15 @@ class Engine:
             self.chats_since.setdefault(actor.path, []).append(chat)
         if ctx is None:
             self.last_taken = takes
-            touched = {q for q, _ in takes} | {q for q, _ in produced}
+            touched = {q for q, _ in takes}
+            for q, _ in produced:
+                touched.add(q)
             step = self._step(actor, fire_count, replayed, touched, start)
             checkpoint = self._checkpoint() if self.steps >= self._checkpoint_due else None
             if checkpoint is None:
-                self._write(record, step)
+                self.tape.write(record, step)
             else:
-                self._write(record, step, checkpoint)
+                self.tape.write(record, step, checkpoint)
         else:
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
@@ -474,7 +476,7 @@ class Engine:
         step = Step(
             step=self.steps,
             replayed=replayed,
-            queues=sorted((q.index, len(q.items)) for q in touched),
+            queues=sorted([(q.index, len(q.items)) for q in touched]),
             round=self.last_round,
             at=int((start - self.t0) * 1e6),
             dur=int((now - start) * 1e6),

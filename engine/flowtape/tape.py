@@ -218,10 +218,6 @@ def split_hash(raw: bytes) -> tuple[bytes, str] | None:
     return raw[:cut] + b"}", raw[cut + len(HASH_KEY) : -2].decode(errors="replace")
 
 
-def is_step_line(raw: bytes) -> bool:
-    return raw.startswith(_TAGS[1])
-
-
 class Chain:
     """The tape's hash chain. A hashed line ends with a hash of itself (without the hash, and
     without a `replayed` mark) after the previous hash and the lines since it. Firing and step
@@ -246,9 +242,10 @@ class Chain:
 
     def seal_line(self, body: bytes) -> bytes:
         """The line to write for a record's encoding `body` (without a hash field)."""
-        if is_step_line(body) or (body.startswith(_TAGS[0]) and len(self.pending) < COVERED_LINES):
-            self.cover(body)
-            return body + b"\n"
+        if body.startswith(_TAGS[1]) or (body.startswith(_TAGS[0]) and len(self.pending) < COVERED_LINES):
+            line = body + b"\n"
+            self.pending.append(_unmarked(line) if body.startswith(_MARKED) else line)
+            return line
         h = self.hash_of(body)
         self.advance(h)
         self._after_header(body)
@@ -338,11 +335,11 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            parts = [self._seal(record) for record in records]
+            data = b"".join(map(self._seal, records))
             if self._held is not None:
-                self._held.extend(parts)
+                self._held.append(data)
                 return
-            self._out(b"".join(parts))
+            self._out(data)
 
     def _seal(self, record: msgspec.Struct) -> bytes:
         if type(record) is Step:
@@ -352,16 +349,16 @@ class TapeWriter:
             else:  # the same round as the last step: left out
                 record.round = -1
                 try:
-                    return self._chain.seal(record)
+                    return self._chain.seal_line(_encoder.encode(record))
                 finally:
                     record.round = self._round
         elif type(record) is Firing and record.seq == self._step + 1:
             seq, record.seq = record.seq, 0
             try:
-                return self._chain.seal(record)
+                return self._chain.seal_line(_encoder.encode(record))
             finally:
                 record.seq = seq
-        return self._chain.seal(record)
+        return self._chain.seal_line(_encoder.encode(record))
 
     def hold(self) -> None:
         """Keep records until `release`: a loop item's or an if's firings are written in one go

@@ -323,6 +323,8 @@ def to_json(value: object) -> object:
 
 def encode(value: object) -> bytes:
     """Canonical bytes: equal values (by content, not insertion order) give identical bytes."""
+    if type(value) in _SCALAR:  # most tokens: skip even the check's call
+        return _enc(value)
     return _enc(value if _plain(value, 0) else _conv(value, 0, set()))
 
 
