@@ -212,6 +212,23 @@ def test_an_edited_output_is_detected(run):
     assert (exc.line, exc.rule) == (len(lines), "the end agrees with the rebuilt run")
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "rule"),
+    [
+        (b'"status":"succeeded"', b'"status":"done"', "a known end status"),
+        (b'"status":"succeeded"', b'"status":"failed"', "a run fails exactly when it has an error"),
+        (b'"status":"succeeded"', b'"status":"stopped","error":{"message":"boom"}', "a run fails exactly when it has an error"),
+    ],
+)
+def test_an_edited_end_status_is_detected(run, old, new, rule):
+    lines = lines_of(run)
+    edited = lines[:-1] + [lines[-1].replace(old, new)]
+    assert edited[-1] != lines[-1]
+    write(run, reseal(edited))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(lines), rule)
+
+
 def test_a_dropped_line_is_detected(run):
     lines = lines_of(run)
     at = firing(lines, 5)

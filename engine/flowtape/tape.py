@@ -179,8 +179,11 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     h: str = ""
 
 
+END_STATUSES = ("succeeded", "failed", "stopped")
+
+
 class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
-    status: str  # succeeded | failed | stopped
+    status: str  # one of END_STATUSES; failed exactly when there is an error
     outputs: Raw
     steps: int
     firings: int

@@ -13,6 +13,7 @@ from msgspec import Raw
 
 from .errors import TraceCorruption
 from .tape import (
+    END_STATUSES,
     READABLE_VERSIONS,
     Chain,
     Checkpoint,
@@ -238,6 +239,11 @@ class Rebuild:
             )
 
     def _end(self, e: End, n: int) -> None:
+        if e.status not in END_STATUSES:
+            raise TraceCorruption(f"the end record's status {e.status!r} is none of {', '.join(END_STATUSES)}", n, "a known end status")
+        if (e.status == "failed") != (e.error is not None):
+            told = "has no error" if e.error is None else "has an error"
+            raise TraceCorruption(f"the end record says {e.status} but {told}", n, "a run fails exactly when it has an error")
         rebuilt = self.outputs_raw()
         if bytes(e.outputs) != rebuilt:
             raise TraceCorruption("the end record's outputs differ from the rebuilt outputs", n, "the end agrees with the rebuilt run")
