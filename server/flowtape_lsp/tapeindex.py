@@ -245,6 +245,8 @@ class TapeIndex:
                 with open(self.path, "rb") as fh:
                     fh.seek(self.offset)
                     data = fh.read(limit)
+                    if data and not data.endswith(b"\n"):
+                        data += fh.readline()  # the chunk ends mid-line: read on to the line's end, however long
             except OSError:
                 return []
             new: list[Step] = []
@@ -378,6 +380,8 @@ class TapeIndex:
             try:
                 with open(self.path, "r+b") as fh:
                     with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                        if data.find(b"\n", self.offset) >= 0:
+                            return False  # whole lines not read yet: what follows is no torn line to drop
                         chain.resume_after(data, 0, self.offset)
                     line = chain.seal(end)
                     fh.truncate(self.offset)

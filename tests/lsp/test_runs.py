@@ -207,3 +207,58 @@ async def test_a_tape_copied_in_cut_short_is_reported_not_written_to(client: Lan
     done = await col.finished("copied-in")
     assert done["status"] == "failed" and "cut short" in done["error"]
     assert (workspace / ".flowtape" / "runs" / "copied-in" / "tape.jsonl").read_bytes() == cut
+
+
+FLOW_BIG_TOKEN = '''\
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Source:
+    class Ports:
+        Out = Port[str](direction="out")
+
+    i: int = 0
+
+    def action(self):
+        if self.i >= 20:
+            return None
+        self.i += 1
+        return "x" * (5_000_000 if self.i == 2 else 10)
+
+
+@task
+class Size:
+    class Ports:
+        In = Port[str](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, text):
+        return len(text)
+
+
+@workflow
+def main():
+    src = Source()
+    size = Size()
+    connect(src.Out, size.In)
+    connect(size.Out, "Sizes")
+'''
+
+
+async def test_a_tape_line_longer_than_a_read_chunk_is_followed_whole(client: LanguageClient, workspace: Path) -> None:
+    """A 5 MB token is one 5 MB tape line: the server reads on to its end, and never takes the
+    tape for a dead run's (which it would cut back and seal as failed)."""
+    flow = write_flow(workspace, "big.py", FLOW_BIG_TOKEN)
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "main"})
+    done = await col.finished(run["runId"], timeout=60)
+    assert done["status"] == "succeeded", done
+    assert done["outputs"]["Sizes"][1] == 5_000_000
+    tape = Path(run["runDir"]) / "tape.jsonl"
+    assert tape.stat().st_size > 5_000_000
+    verify(tape)
+    recorded = tape_steps(run["runDir"])
+    assert len(col.steps(run["runId"])) == len(recorded) == 40
+    page = await request(client, "flowtape/getSteps", {"runId": run["runId"], "from": 1, "limit": 100})
+    assert [s["step"] for s in page["steps"]] == list(range(1, 41))
