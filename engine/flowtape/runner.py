@@ -231,7 +231,7 @@ def execute(
             interrupted = True
             engine.stop_requested = True
         try:
-            if engine.stop_requested and not engine.wait_in_flight(STOP_GRACE):
+            if engine.stop_requested and not interrupted and not engine.wait_in_flight(STOP_GRACE):
                 interrupted = True
         except KeyboardInterrupt:  # a second signal while the last firings finish: end the tape now
             interrupted = True
@@ -274,7 +274,7 @@ def _raw_inputs(raw: Raw) -> dict[str, bytes]:
 
 
 def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Path | None, summary: RunSummary, interrupted: bool) -> RunResult:
-    with engine.cond:
+    with engine.settled():
         status = "failed" if engine.failure is not None else ("stopped" if engine.stop_requested or interrupted else "succeeded")
         outputs_items = {port: list(q.items) for port, q in net.outputs.items()}
         outputs_raw = Raw(outputs_bytes({port: [Raw(bytes(e)) for _, e in items] for port, items in outputs_items.items()}))

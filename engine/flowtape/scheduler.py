@@ -15,7 +15,8 @@ import heapq
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -39,6 +40,7 @@ _NONE_ENC = Raw(encode(None))
 # for every firing of trivial actors costs more than the firings. Slower actions (I/O, a model
 # call, anything that releases the GIL) run with the lock released, in parallel.
 QUICK_ACTION = 50e-6  # seconds
+SETTLE_WAIT = 1.0  # seconds a stopping run waits for the lock before it ends without it
 # A checkpoint at most every this many steps, and only once the tape has grown by this many times
 # the last checkpoint's size since it: a resume decodes at most that many steps, and checkpoints
 # add a few percent to a tape at most, whatever the size of the queues and states.
@@ -185,12 +187,28 @@ class Engine:
             while t.is_alive():
                 t.join(0.2)
 
+    @contextmanager
+    def settled(self) -> Iterator[None]:
+        """The lock, for the run's last look at itself. Without it after a while, go on anyway: a
+        firing stuck in its action holds it (a quick actor's keeps the lock), and changes nothing."""
+        locked = self.cond.acquire(timeout=SETTLE_WAIT)
+        try:
+            yield
+        finally:
+            if locked:
+                self.cond.release()
+
     def wait_in_flight(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        with self.cond:
+        # a quick actor's firing keeps the lock through its action: one that hangs keeps it for good
+        if not self.cond.acquire(timeout=timeout):
+            return False
+        try:
             while self.top.in_flight and time.monotonic() < deadline:
                 self.cond.wait(0.05)
             return self.top.in_flight == 0
+        finally:
+            self.cond.release()
 
     # ---- the drain loop -----------------------------------------------------------------------
 
@@ -321,6 +339,8 @@ class Engine:
                 self.cond.acquire()
         if error is not None:
             give_back(plan.takes)
+            if isinstance(error, KeyboardInterrupt) and self.stop_requested:
+                raise error  # a second stop signal interrupted the action: the user stops the run, the flow did not fail
             self._fail(actor, fire_count, error)
             return
         if not plan.takes and not produced and actor.spec is not None and not state:
@@ -557,8 +577,8 @@ def _state_problem(path: str, state: dict[str, Any]) -> str:
 
 def final_state(engine: Engine) -> Final | None:
     """The run after its last step, for the end record; None if anything was recorded after it."""
-    if engine.steps == 0 or engine.last_step_seq != engine.seq:
-        return None
+    if engine.steps == 0 or engine.last_step_seq != engine.seq or engine.top.in_flight:
+        return None  # (a firing still under way holds tokens that are in no queue)
     net = engine.net
     return Final(
         queues=[(q.index, [Raw(bytes(e)) for _, e in q.items]) for q in net.queues if q.consumer is not None and q.items],
