@@ -227,8 +227,7 @@ def cmd_golden(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     from flowtape_lsp.server import main as lsp_main
 
-    lsp_main(tcp=args.tcp)
-    return EXIT_OK
+    return lsp_main(tcp=args.tcp)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -337,14 +337,7 @@ class RunManager:
             # not a run that died here: a tape cut short (copied, say). Said, not written to.
             run.error = f"the tape has no end record, though run.json says the run {summary.status}: it was cut short"
             return
-        sealed = await asyncio.to_thread(run.index.seal_end, status, message)
-        if sealed and summary is not None and summary.status == "running":
-            end = run.index.end
-            assert end is not None
-            summary.status, summary.finishedAt, summary.pid = status, end.finishedAt, None
-            summary.steps, summary.firings, summary.error = end.steps, end.firings, end.error
-            with contextlib.suppress(OSError):
-                write_summary(run.run_dir, summary)
+        await asyncio.to_thread(_seal, run, status, message)
 
     def step_info(self, run: Run, step: Step) -> P.StepInfo:
         header = run.index.header
@@ -506,18 +499,53 @@ class RunManager:
             await asyncio.sleep(0.05)
         return False
 
+    async def stop_started(self) -> None:
+        """Stop every flow the server started, as `flowtape.stop` does (on `shutdown`)."""
+        started = [run for run in self.runs.values() if run.proc is not None and not run.finished]
+        await asyncio.gather(*(self.stop(run) for run in started))
+
     def stop_all(self) -> None:
-        """Ask every flow the server started to stop (each ends `stopped`, with its end record)."""
-        # os.kill, not the asyncio process: this also runs after the event loop has closed
-        for run in list(self.runs.values()):
+        """Stop every flow the server started, now and without the event loop (on `exit`, or when
+        the editor goes away): SIGTERM, a second one, then SIGKILL, as `stop` does. A flow that
+        had to be killed gets its tape sealed `stopped` here, as the server will not follow it."""
+        for run in self.runs.values():
             run.index.closing = True
-            if run.proc is not None and run.proc.returncode is None and not run.stopping:
-                run.stopping = True  # once: a second SIGTERM would interrupt the run's own clean stop
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(run.proc.pid, signal.SIGTERM)
         if self._poller is not None:
             with contextlib.suppress(RuntimeError):  # its loop is gone
                 self._poller.cancel()
+        # os.kill and polling, not the asyncio process: this also runs after the event loop has closed
+        live = [run for run in self.runs.values() if run.proc is not None and _alive(run.proc.pid)]
+        asked = {id(run) for run in live if run.stopping}  # `stop` sent these their first SIGTERM
+        for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGKILL):
+            for run in live:
+                assert run.proc is not None
+                if id(run) in asked:
+                    asked.discard(id(run))
+                else:
+                    self._signal(run, run.proc.pid, sig)
+                run.stopping = True
+            deadline = time.monotonic() + STOP_GRACE
+            while live and time.monotonic() < deadline:
+                time.sleep(0.05)
+                live = [run for run in live if _alive(run.proc.pid if run.proc is not None else None)]
+            if not live:
+                break
+        for run in self.runs.values():
+            if run.proc is not None and run.stopping and not run.finished and run.index.header is not None:
+                run.index.closing = False
+                _seal(run, "stopped", None)
+
+
+def _seal(run: Run, status: str, message: str | None) -> None:
+    """End the tape of a flow whose process died without an end record, and its run.json with it."""
+    summary = read_summary(run.run_dir)
+    if run.index.seal_end(status, message) and summary is not None and summary.status == "running":
+        end = run.index.end
+        assert end is not None
+        summary.status, summary.finishedAt, summary.pid = status, end.finishedAt, None
+        summary.steps, summary.firings, summary.error = end.steps, end.firings, end.error
+        with contextlib.suppress(OSError):
+            write_summary(run.run_dir, summary)
 
 
 def divergence(d: Diverged) -> P.Divergence:

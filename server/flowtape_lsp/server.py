@@ -34,6 +34,8 @@ class FlowtapeServer(LanguageServer):
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.root: Path = Path.cwd().resolve()
         self.manager = RunManager(self)
+        self.exit_code = 0  # 1 after an `exit` without `shutdown`, as LSP asks
+        self.shut_down = False
         self.diagnostics = Diagnostics(self)
         self.manager.listeners.append(self.diagnostics.on_run_finished)
         self.manager.listeners.append(lambda run: self.refresh_views())
@@ -132,10 +134,14 @@ def create_server() -> FlowtapeServer:
 
     @server.feature(lsp.SHUTDOWN)
     async def shutdown(params: Any) -> None:
+        server.shut_down = True
+        await server.manager.stop_started()
         server.manager.stop_all()
 
     @server.feature(lsp.EXIT)
     def exit_(params: Any) -> None:
+        if not server.shut_down:
+            server.exit_code = 1
         server.manager.stop_all()  # an exit without shutdown: the flows the server started stop too
 
     codelens.register(server)
@@ -144,7 +150,7 @@ def create_server() -> FlowtapeServer:
     return server
 
 
-def main(tcp: int | None = None) -> None:
+def main(tcp: int | None = None) -> int:
     """`flowtape lsp [--tcp PORT]`: serve over stdio (or TCP, for debugging)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="flowtape-lsp %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
@@ -160,3 +166,4 @@ def main(tcp: int | None = None) -> None:
         server.manager.stop_all()  # the editor went away (end of input): stop what it started
         # the transport may have closed stdout; the CLI flushes it on the way out
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    return server.exit_code

@@ -158,3 +158,32 @@ def test_a_message_that_is_not_json_is_answered_and_the_server_goes_on(raw: Raw,
     raw.send({"jsonrpc": "2.0", "method": "exit"})
     raw.proc.wait(10)
     assert "Traceback" not in raw.close()
+
+
+HUNG = count_flow(1000).replace("        self.i += 1\n", "        self.i += 1\n        if self.i == 4:\n            time.sleep(600)\n", 1)
+
+
+@pytest.mark.parametrize("leave", ["end of input", "exit without shutdown", "shutdown then exit"])
+def test_a_hung_flow_does_not_outlive_the_server(raw: Raw, tmp_path: Path, leave: str) -> None:
+    """A flow stuck in an actor ignores the first SIGTERM: the server escalates as `flowtape.stop`
+    does (a second SIGTERM, then SIGKILL) before it exits, and the tape still ends `stopped`."""
+    raw.initialize(tmp_path)
+    flow = write_flow(tmp_path, "hung.py", HUNG)
+    answer = raw.ask(1, "workspace/executeCommand", params={"command": "flowtape.run", "arguments": [{"uri": uri_of(flow)}]})
+    run_dir = Path(answer["result"]["runDir"])
+    raw.wait(lambda m: m.get("method") == "flowtape/steps")
+    pid = json.loads((run_dir / "run.json").read_text())["pid"]
+    time.sleep(0.5)  # the fourth firing hangs by now
+    if leave == "end of input":
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.close()
+    else:
+        if leave == "shutdown then exit":
+            assert raw.ask(2, "shutdown")["result"] is None
+        raw.send({"jsonrpc": "2.0", "method": "exit"})
+    code = raw.proc.wait(30)
+    assert code == (1 if leave == "exit without shutdown" else 0)  # as LSP asks
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["status"] == "stopped", summary
+    assert json.loads((run_dir / "tape.jsonl").read_bytes().splitlines()[-1])["t"] == "end"
