@@ -101,6 +101,20 @@ def last_firing_step(run: Run, actor: str) -> int | None:
     return None
 
 
+# what reading a tape that is damaged, or changed or deleted under the server, can raise
+READ_ERRORS = (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError, OSError, IndexError)
+
+
+def _unreadable(run: Run, exc: Exception) -> Exception:
+    if isinstance(exc, FileNotFoundError):
+        return P.not_found(f"run {run.run_id!r} is gone: {exc.filename} no longer exists")
+    if isinstance(exc, IndexError):
+        return P.damaged(run.run_id, "the tape no longer holds what was read from it: it was cut short or replaced")
+    if isinstance(exc, OSError):
+        return P.damaged(run.run_id, f"it cannot be read: {exc.strerror or exc}")
+    return P.damaged(run.run_id, exc)
+
+
 def register(server: FlowtapeServer) -> None:
     manager = server.manager
 
@@ -155,7 +169,7 @@ def register(server: FlowtapeServer) -> None:
         p = P.decode_params(params, P.RunsParams)
         if p.uri is not None:
             flow_path(p.uri, server.root)
-        found = [r for r in manager.runs.values() if p.uri is None or same_file(r.uri, p.uri)]
+        found = [r for r in manager.listed() if p.uri is None or same_file(r.uri, p.uri)]
         found.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
         return P.RunsResult(runs=[run_info(r) for r in found]).to_json()
 
@@ -165,8 +179,8 @@ def register(server: FlowtapeServer) -> None:
         run = manager.get(p.runId)
         try:
             return await _get_steps(run, p)
-        except (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise P.damaged(run.run_id, exc) from None
+        except READ_ERRORS as exc:
+            raise _unreadable(run, exc) from None
 
     async def _get_steps(run: Run, p: P.GetStepsParams) -> Any:
         if not run.live and not run.index.finished and p.from_ > run.index.steps:
@@ -195,8 +209,8 @@ def register(server: FlowtapeServer) -> None:
         run = manager.get(p.runId)
         try:
             return await _step_detail(run, p)
-        except (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise P.damaged(run.run_id, exc) from None
+        except READ_ERRORS as exc:
+            raise _unreadable(run, exc) from None
 
     async def _step_detail(run: Run, p: P.StepDetailParams) -> Any:
         if not run.live and not run.index.finished:  # a finished run not read (through) yet

@@ -98,16 +98,30 @@ class RunManager:
         """A known run (discovering it on disk if need be), or a -32001 error."""
         run_dir = self.run_dir_of(run_id)
         run = self.runs.get(run_id)
+        if run is not None and not run.live and not (run.run_dir / TAPE).is_file():
+            del self.runs[run_id]  # its directory was deleted (or moved) since
+            raise P.not_found(f"run {run_id!r} is gone: {run.run_dir / TAPE} no longer exists")
         if run is None and (run_dir / TAPE).is_file():
             run = self._register(run_id, run_dir, live=False)
         if run is None:
             raise P.not_found(f"unknown run {run_id!r}: no such run in {self.runs_dir}")
         return run
 
+    def listed(self) -> list[Run]:
+        """The runs known, less those whose directory was deleted since."""
+        for run_id, run in list(self.runs.items()):
+            if not run.live and not (run.run_dir / TAPE).is_file():
+                del self.runs[run_id]
+        return list(self.runs.values())
+
     async def ready(self, run: Run, until_step: int | None = None) -> TapeIndex:
         """The run's index, read up to what is on disk now (or, for a finished run, at least up to
         `until_step`: the first page of a million-step run need not wait for the whole tape)."""
         if not run.live:
+            if run.index.offset and _size(run.index.path) < run.index.offset:
+                was, run.index = run.index.offset, TapeIndex(run.run_dir)  # read it again, as it is now
+                raise P.damaged(run.run_id, f"the tape is shorter than when it was read ({_size(run.index.path)} bytes, "
+                                            f"was {was}): it was cut short or replaced; ask again to read it as it is now")
             await asyncio.to_thread(run.index.ingest_all, until_step)
         if run.index.header is None and run.index.corrupt is not None:
             raise P.damaged(run.run_id, run.index.corrupt)
@@ -149,12 +163,12 @@ class RunManager:
                 self._spawn(self._follow(run))
             elif run.status == "running":  # its process died while nobody watched
                 run.status, run.finished = "failed", True
-                self._spawn(self._seal_dead(run))
+                self._spawn(self._note_dead(run))
         self._poller = asyncio.ensure_future(self._poll_dir())
         self._spawn(self._preindex())
 
-    async def _seal_dead(self, run: Run) -> None:
-        """A run whose process died while no server watched: its tape gets its end record now."""
+    async def _note_dead(self, run: Run) -> None:
+        """A run whose process died while no server watched: failed, as far as the editor is told."""
         await asyncio.to_thread(run.index.ingest_all)
         await self._close_dead_tape(run)
 
@@ -332,10 +346,12 @@ class RunManager:
         if run.index.header is None:
             run.error = detail or message or "the run did not start"
             return
-        summary = read_summary(run.run_dir)
-        if run.proc is None and summary is not None and summary.status != "running":
-            # not a run that died here: a tape cut short (copied, say). Said, not written to.
-            run.error = f"the tape has no end record, though run.json says the run {summary.status}: it was cut short"
+        if run.proc is None:
+            # not a flow this server started: said, never written to (its process may live on in
+            # another pid namespace or on another host that shares the directory)
+            summary = read_summary(run.run_dir)
+            if summary is not None and summary.status != "running":
+                run.error = f"the tape has no end record, though run.json says the run {summary.status}: it was cut short"
             return
         await asyncio.to_thread(_seal, run, status, message)
 
@@ -550,6 +566,13 @@ def _seal(run: Run, status: str, message: str | None) -> None:
 
 def divergence(d: Diverged) -> P.Divergence:
     return d.plain()
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _alive(pid: int | None) -> bool:

@@ -85,3 +85,31 @@ async def test_bad_input_gets_clear_errors(client: LanguageClient, workspace: Pa
     assert [r["runId"] for r in runs["runs"]] == [run_id]
     detail = await request(client, "flowtape/stepDetail", {"runId": run_id, "step": 1})
     assert detail["step"] == 1
+
+
+async def test_a_tape_cut_or_deleted_under_the_server_gets_clear_errors(client: LanguageClient, workspace: Path) -> None:
+    """Files change behind the server's back: a run's tape cut short after it was read, or its
+    directory deleted. Each is said once, clearly (-32003, -32001), and the next answers are
+    those of the files as they are now."""
+    import shutil
+
+    flow = write_flow(workspace, "count.py", count_flow(3000))
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await collector(client).finished(run["runId"], timeout=60)
+    run_id = run["runId"]
+    assert (await request(client, "flowtape/stepDetail", {"runId": run_id, "step": 5999}))["step"] == 5999
+    tape = Path(run["runDir"]) / "tape.jsonl"
+    data = tape.read_bytes()
+    tape.write_bytes(data[: len(data) // 2])  # cut mid-line
+    err = await _error(request(client, "flowtape/stepDetail", {"runId": run_id, "step": 5999}))
+    assert err.code == -32003 and "cut short or replaced" in err.message
+    err = await _error(request(client, "flowtape/stepDetail", {"runId": run_id, "step": 5999}))
+    assert err.code == NOT_FOUND and "out of range" in err.message  # read again: fewer steps now
+    page = await request(client, "flowtape/getSteps", {"runId": run_id, "from": 1, "limit": 10})
+    assert [s["step"] for s in page["steps"]] == list(range(1, 11))
+
+    shutil.rmtree(run["runDir"])
+    for method, params in (("flowtape/getSteps", {"runId": run_id, "from": 1}), ("flowtape/stepDetail", {"runId": run_id, "step": 1})):
+        err = await _error(request(client, method, params))
+        assert err.code == NOT_FOUND and ("gone" in err.message or "unknown run" in err.message), err.message
+    assert run_id not in [r["runId"] for r in (await request(client, "flowtape/runs", {}))["runs"]]
