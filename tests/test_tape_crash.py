@@ -59,6 +59,10 @@ def test_a_killed_process_leaves_exactly_its_completed_firings(tmp_path):
     assert rebuild.outputs_raw() == b'{"Out":[10,20]}'
     # run.json still says running: nobody was left to rewrite it
     assert read_summary(run_dir).status == "running"
+    # `flowtape runs` tells a dead process from a running one, and counts the steps on its tape
+    listed = subprocess.run([sys.executable, "-m", "flowtape", "runs", "--runs-dir", str(tmp_path)],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert listed[:5] == ["crash", "main", "killed", "2", "steps"]
 
 
 @pytest.fixture

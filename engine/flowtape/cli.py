@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 
 from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
-from .rundir import DEFAULT_RUNS_DIR, list_runs, read_summary, resolve_run
+from .rundir import DEFAULT_RUNS_DIR, TAPE, list_runs, process_alive, read_summary, resolve_run
+from .seek import last_step_number
 from .values import preview
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -155,9 +156,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not runs:
         _say(f"no runs in {_runs_dir(args)}")
         return EXIT_OK
-    for _, s in runs:
+    for run_dir, s in runs:
         origin = f"  resumed from {s.resumedFrom} @ step {s.resumedAtStep}" if s.resumedFrom else ""
-        _say(f"{s.id}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}")
+        status, steps = s.status, s.steps
+        if status == "running" and not process_alive(s.pid):  # its process died without an end record
+            status = "killed"
+            with contextlib.suppress(OSError):
+                steps = last_step_number(run_dir / TAPE)
+        _say(f"{s.id}  {s.workflow:<16} {status:<9} {steps:>7} steps  {s.startedAt}{origin}")
     return EXIT_OK
 
 

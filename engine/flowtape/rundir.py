@@ -82,6 +82,24 @@ def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
     raise UsageError(f"no run {str(ref)!r}: not a run directory, and no such run id in {base}")
 
 
+def process_alive(pid: int | None) -> bool:
+    """Whether a run's process (by the pid in its run.json) still runs on this machine."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (exited, not yet reaped by its parent) counts as gone
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunSummary]]:
     """Runs newest first."""
     found: list[tuple[Path, RunSummary]] = []

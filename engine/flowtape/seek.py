@@ -185,6 +185,20 @@ def _keep(cache: dict[tuple[str, int, int], T], key: tuple[str, int, int], value
     cache[key] = value
 
 
+def last_step_number(path: Path, most: int = SCAN_CHUNK) -> int:
+    """The number of a tape's last step, read from its end (0 if none in its last `most` bytes)."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        span = WINDOW
+        while True:
+            start = max(size - span, 0)
+            fh.seek(start)
+            found = [int(m[1]) for m in _STEP_LINE.finditer(b"\n" + fh.read(size - start))]
+            if found or start == 0 or span >= most:
+                return found[-1] if found else 0
+            span *= 4
+
+
 def _lines(fh: BinaryIO) -> Iterator[bytes]:
     """The lines from here on, read a megabyte at a time: few reads, for each one lets go of the
     GIL, and under a busy thread (the index being read) takes long to get it back."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from flowtape.rundir import TAPE, new_run_id, read_summary, valid_run_id, write_summary
+from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Diverged, Step
 from lsprotocol import types as lsp
 
@@ -573,23 +574,6 @@ def _size(path: Path) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (exited, not yet reaped by its parent) counts as gone
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return True
 
 
 def _stderr_line(stderr: bytes) -> str:
