@@ -268,3 +268,80 @@ def test_max_steps_stops_a_flow_that_never_ends(cli, tmp_path):
     assert cli("verify", "f")[0] == 0
     code, _, err = cli("run", str(flow), "--max-workers", "1", "--max-steps", "80", "--resume-from", "f")
     assert code == 1 and "stopped · 80 steps" in err
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--max-workers", "0", "argument --max-workers: must be from 1 to 256, not 0"),
+    ("--max-workers", "1000000000", "argument --max-workers: must be from 1 to 256, not 1000000000"),
+    ("--max-steps", "0", "argument --max-steps: must be at least 1, not 0"),
+    ("--max-steps", "x", "argument --max-steps: 'x' is not a whole number"),
+])
+def test_a_bad_count_is_refused_by_its_option_name_and_leaves_nothing(tmp_path, monkeypatch, capsys, option, value, says):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:  # argparse's own exit
+        main(["run", CHAIN, option, value])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == "" and err == f"flowtape: {says}\n"
+    assert not (tmp_path / ".flowtape").exists()
+
+
+def test_input_mistakes_are_said_before_anything_runs(cli, write_flow, tmp_path):
+    flow = write_flow(TYPED_INPUT)
+    code, out, err = cli("run", str(flow), "--input", "In=1", "--input", "In=2")
+    assert code == 2 and err == "flowtape: --input In is given 2 times: give each input once\n"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_usage_error_under_json_is_one_json_object_too(cli, write_flow):
+    flow = write_flow(TYPED_INPUT)
+    code, out, err = cli("run", str(flow), "--input", "Nope=1", "--json")
+    assert code == 2 and json.loads(out) == {"status": "error", "error": err.splitlines()[-1].removeprefix("flowtape: ")}
+    assert "Nope" in err
+
+
+def test_a_run_id_must_start_with_a_letter_or_digit(cli):
+    code, out, err = cli("run", CHAIN, "--run-id=-x")
+    assert code == 2 and "bad run id '-x': start with a letter or digit" in err
+
+
+def test_the_last_workflow_runs_without_main_and_says_so(cli, write_flow):
+    flow = write_flow('''
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class One:
+            class Ports:
+                Out = Port[int](direction="out")
+            n: int = 0
+
+            def action(self):
+                if self.n:
+                    return None
+                self.n = 1
+                return 1
+
+        @workflow
+        def first():
+            connect(One().Out, "Out")
+
+        @workflow
+        def second():
+            connect(One().Out, "Out")
+    ''')
+    code, out, err = cli("run", str(flow))
+    assert code == 0 and out == "Out: [1]\n"
+    assert "note: running workflow 'second', the last in the file (no 'main'); --workflow picks another: first" in err
+    code, out, err = cli("run", str(flow), "--workflow", "first")
+    assert code == 0 and "note:" not in err
+
+
+def test_a_resume_fires_with_the_recorded_pool_and_max_steps_must_leave_something_to_run(cli):
+    from flowtape.tape import read_tape
+
+    assert cli("run", CHAIN, "--run-id", "one", "--max-workers", "1")[0] == 0
+    assert cli("run", CHAIN, "--run-id", "again", "--resume-from", "one", "--at-step", "4")[0] == 0
+    assert read_tape(Path("runs/again/tape.jsonl")).header.maxWorkers == 1
+    assert cli("run", CHAIN, "--run-id", "wide", "--resume-from", "one", "--at-step", "4", "--max-workers", "3")[0] == 0
+    assert read_tape(Path("runs/wide/tape.jsonl")).header.maxWorkers == 3
+    code, _, err = cli("run", CHAIN, "--resume-from", "one", "--at-step", "10", "--max-steps", "10")
+    assert code == 2 and "max_steps 10 is not above the step resumed at (10): nothing would run" in err

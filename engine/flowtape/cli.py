@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import msgspec
 
 from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
 from .rundir import DEFAULT_RUNS_DIR, TAPE, list_runs, process_alive, read_summary, resolve_run
+from .runner import MAX_WORKERS
 from .seek import last_step_number
 from .values import preview
 
@@ -56,6 +58,17 @@ def _inputs_json(source: str | None) -> dict[str, Any]:
     return inputs
 
 
+def _say_which_workflow(args: argparse.Namespace, name: str) -> None:
+    """With no `main` and no --workflow, the last workflow of the file runs: say so when it had others."""
+    from .loader import load_module, workflows
+
+    if args.workflow is None and name != "main":
+        others = [n for n in workflows(load_module(args.flow)) if n != name]
+        if others:
+            print(f"flowtape: note: running workflow {name!r}, the last in the file (no 'main'); "
+                  f"--workflow picks another: {', '.join(others)}", file=sys.stderr)
+
+
 def _runs_dir(args: argparse.Namespace) -> Path:
     return Path(args.runs_dir) if getattr(args, "runs_dir", None) else DEFAULT_RUNS_DIR
 
@@ -66,7 +79,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import execute
 
     flow = load_flow(args.flow, args.workflow)
-    inputs = {**_inputs_json(args.inputs_json), **dict(_parse_input(i, flow.inputs) for i in args.input)}
+    _say_which_workflow(args, flow.name)
+    given = [_parse_input(i, flow.inputs) for i in args.input]
+    names = [name for name, _ in given]
+    for name in names:
+        if names.count(name) > 1:
+            raise UsageError(f"--input {name} is given {names.count(name)} times: give each input once")
+    inputs = {**_inputs_json(args.inputs_json), **dict(given)}
     if args.resume_from is None:
         for port in flow.inputs:
             if port not in inputs:
@@ -236,53 +255,75 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     return lsp_main(tcp=args.tcp)
 
 
+def _count(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` (to `high`); argparse names the option in its error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {value}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="flowtape", description="Run actor-dataflow flows; every run is a tape.")
     parser.add_argument("--verbose", action="store_true", help="print tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    runs_dir: dict[str, Any] = {"metavar": "DIR", "help": f"where runs are kept (default: {DEFAULT_RUNS_DIR})"}
+    workflow: dict[str, Any] = {"metavar": "NAME", "help": "the @workflow to run (default: main, else the last one in the file)"}
+
     p = sub.add_parser("run", help="run a flow and print its outputs")
-    p.add_argument("flow")
-    p.add_argument("--workflow")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="VALUE is JSON, or a string")
+    p.add_argument("flow", help="a Python file defining a @workflow")
+    p.add_argument("--workflow", **workflow)
+    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE",
+                   help="VALUE is JSON, else a string (always the text for an input declared str); once per input")
     p.add_argument("--inputs-json", metavar="FILE", help="the inputs as one JSON object, from FILE ('-': stdin)")
-    p.add_argument("--max-workers", type=int)
-    p.add_argument("--max-steps", type=int, metavar="N", help="stop the run after N steps (a guard for a flow that never ends)")
+    p.add_argument("--max-workers", type=_count(1, MAX_WORKERS), metavar="N",
+                   help="threads firing actors (1: a deterministic order; default: the workflow's, else CPUs + 2 "
+                        "up to 8; a resume: the recorded run's)")
+    p.add_argument("--max-steps", type=_count(1), metavar="N", help="stop the run after N steps (a guard for a flow that never ends)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)  # keeps `flowtape --verbose run`
-    p.add_argument("--runs-dir")
-    p.add_argument("--run-id")
+    p.add_argument("--runs-dir", **runs_dir)
+    p.add_argument("--run-id", metavar="ID", help="the new run's id (default: the time, then a random tail)")
     p.add_argument("--durable", action="store_true", help="fsync every tape record")
     p.add_argument("--no-tape", action="store_true", help="do not record the run")
-    p.add_argument("--resume-from", metavar="RUN")
-    p.add_argument("--at-step", type=int)
+    p.add_argument("--resume-from", metavar="RUN", help="resume a recorded run (an id or a run directory)")
+    p.add_argument("--at-step", type=int, metavar="N", help="with --resume-from: the step to resume at (default: its last)")
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("runs", help="list runs, newest first")
-    p.add_argument("--runs-dir")
+    p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_runs)
 
     p = sub.add_parser("show", help="print a run, or one step of it")
     p.add_argument("run", help="a run directory or a run id")
-    p.add_argument("--step", type=int)
-    p.add_argument("--runs-dir")
+    p.add_argument("--step", type=int, metavar="N", help="show step N: what it took and put, every queue and state after it")
+    p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_show)
 
     p = sub.add_parser("verify", help="rebuild a run from its tape and check its invariants")
-    p.add_argument("run")
-    p.add_argument("--runs-dir")
+    p.add_argument("run", help="a run directory or a run id")
+    p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser("golden", help="record or check a golden tape")
     p.add_argument("action", choices=["record", "check"])
-    p.add_argument("flow")
-    p.add_argument("golden")
-    p.add_argument("--workflow")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("flow", help="a Python file defining a @workflow")
+    p.add_argument("golden", help="the golden file (JSON)")
+    p.add_argument("--workflow", **workflow)
+    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="as for run")
     p.set_defaults(fn=cmd_golden)
 
     p = sub.add_parser("lsp", help="start the language server (stdio)")
-    p.add_argument("--tcp", type=int, metavar="PORT")
+    p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT", help="listen on 127.0.0.1:PORT instead (for debugging)")
     p.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (the default)")
     p.add_argument("--clientProcessId", help=argparse.SUPPRESS)  # added by some language clients
     p.set_defaults(fn=cmd_lsp)
@@ -295,39 +336,37 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = int(args.fn(args))
     except TraceCorruption as exc:
-        print(f"flowtape: corrupt tape: {exc}", file=sys.stderr)
-        code = EXIT_FAILED
+        code = _error(args, f"corrupt tape: {exc}", EXIT_FAILED)
     except (FlowError, UsageError, ResumeRefused) as exc:
-        print(f"flowtape: {exc}", file=sys.stderr)
-        code = EXIT_USAGE
+        code = _error(args, str(exc), EXIT_USAGE)
     except FlowtapeError as exc:
-        print(f"flowtape: {exc}", file=sys.stderr)
-        code = EXIT_FAILED
+        code = _error(args, str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
-        print("flowtape: interrupted", file=sys.stderr)
-        code = 130
+        code = _error(args, "interrupted", 130)
     except BrokenPipeError:  # `flowtape show RUN | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:  # a runs directory or tape it may not read, a full disk...
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"flowtape: cannot go on:{where}: {exc.strerror or exc}", file=sys.stderr)
-        code = EXIT_FAILED
+        where = f" {exc.filename}:" if exc.filename else ""
+        code = _error(args, f"cannot go on:{where} {exc.strerror or exc}", EXIT_FAILED)
     except RecursionError:
-        print("flowtape: a value is nested too deeply to read (a tape written elsewhere, or edited?)", file=sys.stderr)
-        code = EXIT_FAILED
+        code = _error(args, "a value is nested too deeply to read (a tape written elsewhere, or edited?)", EXIT_FAILED)
     except Exception as exc:  # noqa: BLE001 - a bug of ours still gets one line unless --verbose
         if verbose:
             traceback.print_exc()
-        print(f"flowtape: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        code = EXIT_FAILED
-    else:
-        if verbose and code:
-            pass
+        code = _error(args, f"internal error: {type(exc).__name__}: {exc}", EXIT_FAILED)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
+
+
+def _error(args: argparse.Namespace, message: str, code: int) -> int:
+    """One line on stderr; with `run --json`, the one JSON object on stdout says it too."""
+    print(f"flowtape: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps({"status": "error", "error": message}) + "\n")
     return code
 
 

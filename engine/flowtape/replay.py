@@ -91,6 +91,7 @@ class ReplayPlan:
     entries: dict[str, list[Entry]]
     covered: set[tuple[str, int]]
     snapshot: Snapshot | None = None
+    max_workers: int = 0  # the recorded run's pool (0: not recorded): a resume runs with it unless told otherwise
 
     def install(self, net: Network) -> None:
         for path, entries in self.entries.items():
@@ -190,7 +191,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
         return None
     at_step = _check_resumable(header, net, workflow, at_step, end.steps)
     if at_step == 0:
-        return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, set())
+        return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, set(), max_workers=header.maxWorkers)
     rebuild = Rebuild(header, full_checks=False)
     start = body_start  # where the records after the last checkpoint up to the step begin
     with open(run_dir / TAPE, "rb") as fh:
@@ -225,7 +226,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     if any((tuple(f.within) if f.within is not None else (f.actor, f.fireCount)) not in tops for f in region):
         return None
     return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, set(),
-                      _snapshot(rebuild, [], (data, body_start, offset), header))
+                      _snapshot(rebuild, [], (data, body_start, offset), header), header.maxWorkers)
 
 
 def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
@@ -282,7 +283,7 @@ def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: s
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
     if snapshot is not None:
-        return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, set(), snapshot)
+        return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, set(), snapshot, header.maxWorkers)
     for record, taken in chosen:
         covered.add((record.actor, record.fireCount))
         if kinds.get(record.actor) in LEAF_KINDS:
@@ -297,4 +298,4 @@ def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: s
                     recorded=dict(taken),
                 )
             )
-    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered)
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers)

@@ -38,6 +38,7 @@ from .values import NotEncodable, decode, encode, preview
 from .verify import outputs_bytes
 
 STOP_GRACE = 10.0
+MAX_WORKERS = 256  # threads, each started up front: a bound that a typo (1e9) cannot get past
 
 
 @dataclass
@@ -139,11 +140,12 @@ def execute(
     With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable)."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
+    if max_workers is not None and not 1 <= max_workers <= MAX_WORKERS:
+        raise UsageError(f"max_workers must be from 1 to {MAX_WORKERS}, not {max_workers}")
+    if max_steps is not None and max_steps < 1:
+        raise UsageError("max_steps must be at least 1")
     graph = flow.build()
     net = build_network(graph)
-    workers = max_workers if max_workers is not None else (graph.max_workers or min(8, (os.cpu_count() or 1) + 2))
-    if workers < 1:
-        raise UsageError("max_workers must be at least 1")
     runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     plan: ReplayPlan | None = None
     if resume_from is not None:
@@ -155,6 +157,9 @@ def execute(
         plan = plan_resume(source, at_step, net, graph.name)
         seeded = {port: (LAZY, Raw(enc)) for port, enc in _raw_inputs(plan.inputs).items()}
         inputs_raw = plan.inputs
+        if max_steps is not None and max_steps <= plan.at_step:
+            raise UsageError(f"max_steps {max_steps} is not above the step resumed at ({plan.at_step}): nothing would run")
+        max_workers = max_workers or plan.max_workers or None  # the recorded pool: the same order again
     else:
         if at_step is not None:
             raise UsageError("--at-step needs --resume-from")
@@ -162,9 +167,11 @@ def execute(
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
         inputs_raw = Raw(encode({port: item[0] for port, item in seeded.items()})) if seeded else Raw(b"{}")
+    workers = max_workers if max_workers is not None else (graph.max_workers or min(8, (os.cpu_count() or 1) + 2))
+    workers = min(workers, MAX_WORKERS)
     run_id = new_run_id() if run_id is None else run_id
-    if not valid_run_id(run_id):
-        raise UsageError(f"bad run id {run_id!r}: use letters, digits, '-', '_' and '.'")
+    if not valid_run_id(run_id) or not run_id[0].isalnum():  # `-x` would read as an option to `flowtape show`
+        raise UsageError(f"bad run id {run_id!r}: start with a letter or digit, then use letters, digits, '-', '_' and '.'")
     run_dir: Path | None = None
     writer: TapeWriter | None = None
     actors, queues = shape_of(net)
@@ -197,8 +204,6 @@ def execute(
     base_dir = Path(graph.site.file).resolve().parent if graph.site.file and not graph.site.file.startswith("<") else Path.cwd()
     work_dir = (run_dir / "work") if run_dir is not None else Path.cwd() / ".flowtape" / "work" / run_id
     if max_steps is not None:
-        if max_steps < 1:
-            raise UsageError("max_steps must be at least 1")
         on_step = _step_limit(max_steps, on_step, lambda: engine)
     engine = Engine(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,

@@ -132,7 +132,7 @@ def register(server: FlowtapeServer) -> None:
         index = await manager.ready(source)
         step = params.step if params.step is not None else index.steps
         _step_in_range(source, step, 0)
-        return await _resume(source, step)
+        return await _resume(source, step, params.maxWorkers)
 
     @server.command(P.CMD_RERUN_ACTOR)
     async def rerun_actor(*args: Any) -> Any:
@@ -148,13 +148,13 @@ def register(server: FlowtapeServer) -> None:
             raise P.not_found(f"actor {params.actor!r} never fired in run {source.run_id}")
         return await _resume(source, step - 1)
 
-    async def _resume(source: Run, step: int) -> Any:
+    async def _resume(source: Run, step: int, max_workers: int | None = None) -> Any:
         header = source.index.header
         assert header is not None
         flow = flow_path(source.uri, server.root) if source.uri else None
         if flow is None:
             raise P.invalid(f"run {source.run_id} names no flow file")
-        run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step)
+        run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers)
         return P.RunStartResult(runId=run.run_id, runDir=str(run.run_dir)).to_json()
 
     @server.command(P.CMD_STOP)

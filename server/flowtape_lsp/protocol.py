@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any, TypeVar
 
 import msgspec
+from flowtape.runner import MAX_WORKERS
 from flowtape.tape import Divergence
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
@@ -63,6 +64,7 @@ def damaged(run_id: str, problem: object) -> TapeDamaged:
 
 Step = Annotated[int, msgspec.Meta(ge=0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+Workers = Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -74,12 +76,13 @@ class RunParams(Params):
     uri: Name
     workflow: Name | None = None
     inputs: dict[str, Any] | None = None
-    maxWorkers: PositiveInt | None = None
+    maxWorkers: Workers | None = None
 
 
 class ResumeAtStepParams(Params):
     runId: Name
     step: Step | None = None  # None: the run's last step
+    maxWorkers: Workers | None = None  # None: the recorded run's
 
 
 class RerunActorParams(Params):

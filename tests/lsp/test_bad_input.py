@@ -37,6 +37,8 @@ async def test_bad_input_gets_clear_errors(client: LanguageClient, workspace: Pa
         ("cmd", "flowtape.run", {}, INVALID, "uri"),
         ("cmd", "flowtape.run", {"uri": 42}, INVALID, "uri"),
         ("cmd", "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 0}, INVALID, "maxWorkers"),
+        ("cmd", "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 10**9}, INVALID, "maxWorkers"),
+        ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "maxWorkers": 257}, INVALID, "maxWorkers"),
         ("cmd", "flowtape.run", {"uri": uri_of(flow), "inputs": [1]}, INVALID, "inputs"),
         ("cmd", "flowtape.run", "count.py", INVALID, "params must be an object"),
         ("cmd", "flowtape.resumeAtStep", {"runId": "nope", "step": 1}, NOT_FOUND, "unknown run 'nope'"),

@@ -79,11 +79,12 @@ async def test_slow_run_streams_live(client: LanguageClient, workspace: Path) ->
 async def test_resume_marks_exactly_the_replayed_steps(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "count.py", count_flow(6))
     col = collector(client)
-    first = (await command(client, "flowtape.run", {"uri": uri_of(flow)}))["runId"]
+    first = (await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1}))["runId"]
     await col.finished(first)
     resumed = await command(client, "flowtape.resumeAtStep", {"runId": first, "step": 4})
     done = await col.finished(resumed["runId"])
     assert done["status"] == "succeeded"
+    assert read_tape(Path(resumed["runDir"]) / "tape.jsonl").header.maxWorkers == 1  # the recorded pool, the same order
     started = col.of("flowtape/runStarted", resumed["runId"])[0]
     assert started["resumedFrom"] == first and started["resumedAtStep"] == 4
     steps = col.steps(resumed["runId"])
