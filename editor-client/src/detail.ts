@@ -22,10 +22,12 @@ function queueTable(title: string, rows: { queue: string; tokens: string[]; size
 
 export function renderDetail(d: StepDetail): string {
   const states = d.states?.length
-    ? `<table><thead><tr><th>actor</th><th>state</th></tr></thead><tbody>${d.states
-        .map((s) => `<tr><td><code>${esc(s.actor)}</code></td><td><pre>${esc(s.state)}</pre></td></tr>`)
+    ? `<table><thead><tr><th>actor</th><th>fired</th><th>state</th></tr></thead><tbody>${d.states
+        .map((s) => `<tr><td><code>${esc(s.actor)}</code></td><td>${s.fireCount}</td><td>${
+          s.state === null ? `<span class="muted">none kept</span>` : `<pre>${esc(s.state)}</pre>`
+        }</td></tr>`)
         .join("")}</tbody></table>`
-    : `<p class="muted">no actor state</p>`;
+    : `<p class="muted">no actors</p>`;
   const chat = d.chat?.length
     ? `<h2>Chat</h2>${d.chat.map((m) => `<pre class="chat">${esc(m)}</pre>`).join("")}`
     : "";

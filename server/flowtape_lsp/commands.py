@@ -40,8 +40,9 @@ def describe(run: Run, at: AtStep) -> P.StepDetailResult:
     put = [P.QueueTokens(queue=names[i], tokens=_previews(tokens)) for f, _ in at.firings for i, tokens in f.produced]
     queues = [P.QueueState(queue=names[i], size=len(q), tokens=_previews(list(islice(q, 5)))) for i, q in enumerate(rebuild.queues)]
     states = [
-        P.ActorState(actor=path, state=preview_json(msgspec.json.decode(raw), 200), fireCount=rebuild.fire_counts.get(path, 0))
-        for path, raw in sorted(rebuild.states.items())
+        P.ActorState(actor=a.path, fireCount=rebuild.fire_counts.get(a.path, 0),
+                     state=preview_json(msgspec.json.decode(rebuild.states[a.path]), 200) if a.path in rebuild.states else None)
+        for a in header.actors
     ]
     chat = [P.ChatEntry(actor=f.actor, chat=preview_json(msgspec.json.decode(f.chat), 300)) for f, _ in at.firings if f.chat]
     s = at.step

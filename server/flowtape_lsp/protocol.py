@@ -257,8 +257,8 @@ class QueueState(Message):
 
 class ActorState(Message):
     actor: str
-    state: str
-    fireCount: int = 0
+    state: str | None  # a preview; null for an actor that keeps no state (both always written)
+    fireCount: int
 
 
 class ChatEntry(Message):

@@ -79,6 +79,9 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     assert error.range.start.line == line_of(flow, "picky = Picky()")
     assert "picky firing 2" in error.message and "ValueError: two is not allowed" in error.message
     assert error.related_information and error.related_information[0].location.range.start.line == line_of(flow, "raise ValueError")
+    # the step before the failure: every actor with its fire count, a stateless one with no state
+    detail = await request(client, "flowtape/stepDetail", {"runId": run["runId"], "step": 2})
+    assert detail["states"] == [{"actor": "src", "state": "{'i': 1}", "fireCount": 1}, {"actor": "picky", "state": None, "fireCount": 1}]
 
 
 async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
@@ -133,6 +136,7 @@ async def test_step_detail_hover_and_inlay_hints_follow_the_selected_step(client
     assert detail["taken"] == [{"queue": "count.Out->double.In", "tokens": ["2"]}]
     assert detail["put"] == [{"queue": "$.Result", "tokens": ["4"]}]
     states = {s["actor"]: s for s in detail["states"]}
+    assert list(states) == ["count", "double"]  # every actor of the flow, in the header's order
     assert states["double"]["state"] == "{'total': 3}" and states["double"]["fireCount"] == 2
     assert any(q["queue"] == "$.Result" and q["size"] == 2 for q in detail["queues"])
 

@@ -107,7 +107,7 @@ export interface StepDetail {
   taken: QueueTokens[];
   put: QueueTokens[];
   queues: { queue: string; size: number; tokens: string[] }[];
-  states: { actor: string; state: string }[];
+  states: { actor: string; state: string | null; fireCount: number }[]; // every actor; state null: it keeps none
   chat?: unknown[] | null;
 }
 
