@@ -626,3 +626,23 @@ def test_with_one_worker_a_resume_goes_on_in_the_recorded_order(example, tmp_pat
         resumed = execute(flow, max_workers=1, runs_dir=tmp_path, resume_from="orig", at_step=step)
         assert [(s.actor, s.fireCount) for s in read_tape(resumed.run_dir / "tape.jsonl").steps()] == order, step
         assert resumed.outputs == original.outputs, step
+
+
+@pytest.mark.parametrize("every", [3, 1024])
+def test_an_input_wired_straight_to_an_output_is_on_the_tape_and_survives_every_resume(chain, tmp_path, monkeypatch, every):
+    """No firing puts the input on its output queue: the header names it (`seededOutputs`), so
+    verify, show and every resume, from the first record or from a checkpoint, still hold it."""
+    from flowtape.show import detail_of
+
+    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", every)
+    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    original = execute(chain.echoed, {"Tag": "hi"}, max_workers=1, runs_dir=tmp_path)
+    assert original.outputs == {"Echo": ["hi"], "Out": [2, 4, 6, 8, 10]}
+    assert tape_of(original).header.seededOutputs == [("Tag", 0)]
+    verify(original.run_dir / "tape.jsonl")
+    for at_step in range(original.steps + 1):
+        resumed = execute(chain.echoed, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=at_step)
+        assert resumed.outputs == original.outputs, at_step
+        verify(resumed.run_dir / "tape.jsonl")
+    shown = detail_of(original.run_dir, original.steps)
+    assert [(n, tokens) for queue, n, tokens in shown.queues if queue == "$.Echo"] == [(1, ["'hi'"])]

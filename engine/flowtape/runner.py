@@ -196,6 +196,7 @@ def execute(
                 flowtapeVersion=__version__, startedAt=started, maxWorkers=workers,
                 resumedFrom=summary.resumedFrom, resumedAtStep=summary.resumedAtStep,
                 chainFrom=plan.snapshot.chain_from if plan is not None and plan.snapshot is not None else None,
+                seededOutputs=[(port, q.index) for port, targets in net.seeds.items() for q in targets if q.consumer is None],
             )
         )
         write_summary(run_dir, summary)

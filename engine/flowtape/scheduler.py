@@ -174,6 +174,8 @@ class Engine:
                     q.items.extend(items if i == 0 else [own_copy(item) for item in items])
                     if q.consumer is not None:
                         self._mark(q.consumer)
+                    else:  # an input wired straight to an output: the header says so, not a checkpoint
+                        self.outputs_checkpointed[q.index] = len(q.items)
 
     def run(self) -> None:
         """Fire until quiescence, failure or stop."""

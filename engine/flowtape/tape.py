@@ -66,6 +66,8 @@ class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
     chainFrom: str | None = None  # a resumed run that copied its source's prefix: that prefix's chain seed
+    # an input wired straight to an output (queue ids do not say so): [input port, output queue index]
+    seededOutputs: list[tuple[str, int]] = []
     h: str = ""
 
 

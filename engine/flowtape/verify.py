@@ -66,6 +66,10 @@ class Rebuild:
                 port = qid[2 : qid.index("->")]
                 if port in inputs:
                     self.queues[index].append(Raw(bytes(inputs[port])))
+        for port, index in header.seededOutputs:
+            if port in inputs and index in self.outputs:
+                self.queues[index].append(Raw(bytes(inputs[port])))
+                self.outputs_checkpointed[index] += 1  # from the header, never from a checkpoint
 
     def copy(self, chats: bool = True) -> Rebuild:
         """An independent copy, to carry on from later (tokens and states are immutable: shared);
@@ -308,6 +312,10 @@ def check_header(header: Header) -> None:
         raise TraceCorruption("the header's inputs are not an object of input ports", 1, "a well-formed header") from None
     if header.graph != graph_fingerprint(header.actors, header.queues):
         raise TraceCorruption("the header's graph fingerprint is not that of its actors and queues", 1, "a well-formed header")
+    queues = header.queues
+    for port, index in header.seededOutputs:
+        if not (0 <= index < len(queues) and queues[index] == f"$.{queues[index][2:]}" and "->" not in queues[index]):
+            raise TraceCorruption(f"the header seeds input {port!r} into queue {index}, which is no output", 1, "a well-formed header")
 
 
 def check_chain(tape: Tape) -> None:

@@ -158,6 +158,7 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
     outputs = msgspec.json.decode(end.outputs, type=dict[str, list[msgspec.Raw]])
     for index, qid in enumerate(header.queues):
         if qid.startswith("$.") and "->" not in qid:
+            rebuild.queues[index].clear()  # (an output an input is wired to is seeded already: the end has it all)
             rebuild.queues[index].extend(outputs.get(qid[2:], []))
     rebuild.states = dict(final.states)
     rebuild.fire_counts = dict(final.fireCounts)

@@ -141,3 +141,13 @@ def seeded():
     connect("In", double.In)
     connect(double.Out, add.In)
     connect(add.Out, "Out")
+
+
+@workflow
+def echoed():
+    """An input wired straight to an output beside the chain: nothing fires to put it there."""
+    source = Source(n=int(os.environ.get("FT_N", "5")))
+    double = Double()
+    connect("Tag", "Echo")
+    connect(source.Out, double.In)
+    connect(double.Out, "Out")
