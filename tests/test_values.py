@@ -529,3 +529,17 @@ def test_only_the_flows_own_classes_are_saved_and_rebuilt(tmp_path: Path) -> Non
         assert decode(encode(plain)) == plain
     assert from_json({"$t": "type", "v": "builtins:int"}) is int
     assert decode(encode(1 + 2j)) == 1 + 2j and str(decode(encode(complex("nan+1j")))) == "(nan+1j)"
+
+
+def test_a_lone_surrogate_and_a_foreign_class_are_refused_when_put_not_when_read() -> None:
+    """JSON is UTF-8, which has no lone surrogates; and a class a tape would refuse to rebuild
+    (not the flow's own, not a builtin) is refused as it is put, where the run can say where."""
+    import collections
+
+    with pytest.raises(NotEncodable, match="lone surrogate"):
+        encode("a\ud800b")
+    with pytest.raises(NotEncodable, match="lone surrogate"):
+        encode({"k\udcff": 1})
+    with pytest.raises(NotEncodable, match="collections:OrderedDict is not the flow's own"):
+        encode([collections.OrderedDict])
+    assert decode(encode([int, str])) == [int, str]  # builtins are fine

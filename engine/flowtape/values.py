@@ -293,6 +293,8 @@ def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
     if isinstance(v, Enum):
         return {TAG: "enum", "cls": _ref(t), "v": v.name}
     if issubclass(t, type):  # not isinstance(v, type): list[int] claims to be a type
+        if v.__module__ != "builtins" and not _own(v):
+            raise NotEncodable(_not_own(_ref(v)))  # a tape would refuse to rebuild it: say so when it is put
         return {TAG: "type", "v": _ref(v)}
     if isinstance(v, PurePath):
         if t is _DEFAULT_PATH:
@@ -323,9 +325,12 @@ def to_json(value: object) -> object:
 
 def encode(value: object) -> bytes:
     """Canonical bytes: equal values (by content, not insertion order) give identical bytes."""
-    if type(value) in _SCALAR:  # most tokens: skip even the check's call
-        return _enc(value)
-    return _enc(value if _plain(value, 0) else _conv(value, 0, set()))
+    try:
+        if type(value) in _SCALAR:  # most tokens: skip even the check's call
+            return _enc(value)
+        return _enc(value if _plain(value, 0) else _conv(value, 0, set()))
+    except UnicodeEncodeError as exc:  # JSON is UTF-8: a lone surrogate has no encoding
+        raise NotEncodable(f"a string with a lone surrogate ({exc.object[exc.start:exc.end]!r}) cannot be saved") from None
 
 
 def canonical(data: object) -> bytes:
