@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import unquote
 
 import cattrs
 from lsprotocol import types as lsp
@@ -92,6 +93,9 @@ class FlowtapeProtocol(LanguageServerProtocol):
             self._send_response(message.id, error=JsonRpcServerNotInitialized(
                 message=f"{method} before initialize").to_response_error())
             return
+        if method == lsp.TEXT_DOCUMENT_DID_CHANGE and unquote(message.params.text_document.uri) not in self.workspace.text_documents:
+            logger.warning("ignored didChange of %s: it was never opened", message.params.text_document.uri)
+            return  # (pygls would fail on it and pop up "Error in server")
         super().handle_message(message)
 
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:

@@ -187,3 +187,17 @@ def test_a_hung_flow_does_not_outlive_the_server(raw: Raw, tmp_path: Path, leave
     summary = json.loads((run_dir / "run.json").read_text())
     assert summary["status"] == "stopped", summary
     assert json.loads((run_dir / "tape.jsonl").read_bytes().splitlines()[-1])["t"] == "end"
+
+
+def test_a_change_to_a_document_never_opened_is_ignored_quietly(raw: Raw, tmp_path: Path) -> None:
+    raw.initialize(tmp_path)
+    raw.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+        "textDocument": {"uri": uri_of(tmp_path / "never.py"), "version": 2},
+        "contentChanges": [{"text": "x = 1\n"}]}})
+    assert raw.ask(1, "flowtape/runs")["result"] == {"runs": []}
+    assert not [m for m in raw.seen if m.get("method") == "window/showMessage"], raw.seen
+    raw.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+    raw.wait(lambda m: m.get("id") == 2)
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    raw.proc.wait(10)
+    assert "Traceback" not in raw.close()
