@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from flowtape.tape import Header
 from lsprotocol import types as lsp
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .server import FlowtapeServer
 
 SOURCE = "flowtape"
+SYNTAX = "syntax-error"  # checked in the server from the editor's text, as typed
 CHECK_TIMEOUT = 20.0
 
 
@@ -32,6 +34,25 @@ def _range(line: int | None, text_line: str | None = None) -> lsp.Range:
         start = len(text_line) - len(text_line.lstrip())
         return lsp.Range(lsp.Position(line0, start), lsp.Position(line0, max(end, start)))
     return lsp.Range(lsp.Position(line0, 0), lsp.Position(line0 + 1, 0))
+
+
+def _syntax_error(text: str, file: str) -> lsp.Diagnostic | None:
+    """The text's syntax error, where Python puts it (line and columns); compiling runs nothing."""
+    try:
+        compile(text, file, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        line0 = max((exc.lineno or 1) - 1, 0)
+        start = max((exc.offset or 1) - 1, 0)
+        end_line = max((exc.end_lineno or exc.lineno or 1) - 1, line0)
+        end = max((exc.end_offset or 0) - 1, start + 1) if end_line == line0 else max((exc.end_offset or 1) - 1, 0)
+        return lsp.Diagnostic(
+            range=lsp.Range(lsp.Position(line0, start), lsp.Position(end_line, end)),
+            message=f"syntax error: {exc.msg}", severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code=SYNTAX,
+        )
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        return lsp.Diagnostic(range=_range(1), message=f"cannot be compiled: {exc}",
+                              severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code=SYNTAX)
+    return None
 
 
 class Diagnostics:
@@ -128,7 +149,9 @@ class Diagnostics:
 
     # ---- load errors ---------------------------------------------------------------------------------
 
-    def schedule_check(self, uri: str) -> None:
+    def schedule_check(self, uri: str, delay: float = 0.0) -> None:
+        """Check a flow file: its syntax (the open editor's text, as typed), then, when that is
+        what is saved, whether it loads and builds (in a child process). `delay`: after typing."""
         path = uri_to_path(uri)
         try:
             if path is None or path.suffix != ".py" or not path.is_file():
@@ -138,17 +161,32 @@ class Diagnostics:
         previous = self._checks.pop(uri, None)
         if previous is not None:
             previous.cancel()
-        task = asyncio.ensure_future(self._check(uri, path))
+        task = asyncio.ensure_future(self._check(uri, path, delay))
         self._checks[uri] = task
         task.add_done_callback(lambda t: self._checks.pop(uri, None) if self._checks.get(uri) is t else None)
 
-    async def _check(self, uri: str, path: Path) -> None:
+    async def _check(self, uri: str, path: Path, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)  # a newer change cancels this one
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            saved = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return
+        doc = self.server.workspace.text_documents.get(unquote(uri))
+        text = doc.source if doc is not None else saved
         if "flowtape" not in text:  # not a flow file (any more): nothing to import, nothing to report
             if self.load.pop(uri, None):
+                self.publish({uri})
+            return
+        syntax = await asyncio.to_thread(_syntax_error, text, str(path))
+        if syntax is not None:
+            self.load[uri] = [syntax]
+            self.publish({uri})
+            return
+        if text != saved:  # the child imports what is saved: how unsaved text loads is seen on save
+            kept = [d for d in self.load.get(uri, []) if d.code != SYNTAX]
+            if kept != self.load.get(uri, []):
+                self.load[uri] = kept
                 self.publish({uri})
             return
         result = await self._run_checker(path)

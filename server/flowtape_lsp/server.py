@@ -26,6 +26,7 @@ from .workspace import uri_to_path, use_client_root
 _encoder = msgspec.json.Encoder()
 
 logger = logging.getLogger("flowtape_lsp")
+CHANGE_DELAY = 0.3  # seconds of no typing before the open text is checked again
 
 
 class FlowtapeServer(LanguageServer):
@@ -128,9 +129,13 @@ def create_server() -> FlowtapeServer:
             server.manager.locator.forget(str(path))
         server.diagnostics.schedule_check(params.text_document.uri)
 
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    async def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
+        server.diagnostics.schedule_check(params.text_document.uri, delay=CHANGE_DELAY)
+
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     async def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
-        return None
+        server.diagnostics.schedule_check(params.text_document.uri)  # what is saved, the unsaved text gone
 
     @server.feature(lsp.SHUTDOWN)
     async def shutdown(params: Any) -> None:

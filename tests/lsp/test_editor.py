@@ -40,6 +40,13 @@ def open_doc(client: LanguageClient, path: Path) -> None:
     )))
 
 
+def change_doc(client: LanguageClient, path: Path, text: str, version: int) -> None:
+    client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+        text_document=lsp.VersionedTextDocumentIdentifier(uri=uri_of(path), version=version),
+        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+    ))
+
+
 async def test_divergence_is_a_warning_on_the_actor_line_and_clears_on_a_clean_run(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "diverge.py", FLOW_DIVERGE)
     data = workspace / "data.json"
@@ -93,14 +100,23 @@ async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageC
     assert error.severity == lsp.DiagnosticSeverity.Error and error.code == "flow-error"
     assert error.range.start.line == line_of(flow, "connect(a.Out, b.In)")
     assert "type mismatch" in error.message
-    # a syntax error, on save
-    flow.write_text(FLOW_MISWIRED.replace("b = A()", "b = A(("))
-    client.text_document_did_save(lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+    # a syntax error as it is typed, before any save: on its line and columns
+    broken = FLOW_MISWIRED.replace("b = A()", "b = A((")
+    change_doc(client, flow, broken, 2)
     diags = await diagnostics_for(client, uri, lambda ds: any("syntax error" in d.message for d in ds))
-    assert diags[0].range.start.line == line_of(flow, "b = A((")
-    # fixed: cleared
+    (error,) = diags
+    assert error.code == "syntax-error" and error.range.start.line == line_of(flow, "b = A()")
+    assert error.range.start.character == broken.splitlines()[error.range.start.line].index("((") + 1  # the one never closed
+    # closed unsaved: the file as saved is checked again (the wiring error)
+    client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+    diags = await diagnostics_for(client, uri, lambda ds: [d.code for d in ds] == ["flow-error"])
+    assert "type mismatch" in diags[0].message
+    # fixed and saved: cleared
+    open_doc(client, flow)
     fixed = FLOW_MISWIRED.replace("Port[str]", "Port[int]").replace("return str(x)", "return x")
-    flow.write_text(fixed + '    connect("In", a.In)\n    connect(b.Out, "Out")\n')
+    fixed += '    connect("In", a.In)\n    connect(b.Out, "Out")\n'
+    change_doc(client, flow, fixed, 2)
+    flow.write_text(fixed)
     client.text_document_did_save(lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
     assert await diagnostics_for(client, uri, lambda ds: not ds) is not None
 
