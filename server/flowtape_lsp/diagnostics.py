@@ -131,9 +131,15 @@ class Diagnostics:
                     location=lsp.Location(uri=path_to_uri(info.raisedFile), range=_range(info.raisedLine)),
                     message="raised here",
                 ))
-            who = f"{info.actor} firing {info.fireCount}: " if info.actor else ""
+            who, what = "", info.message
+            if info.actor:
+                who = f"{info.actor} firing {info.fireCount}: "
+                # the message names the actor, firing and site again: the diagnostic stands at that site
+                said = f"{info.actor} failed on firing {info.fireCount}"
+                if what.startswith(said):
+                    what = what[len(said):].split("): ", 1)[-1] if what[len(said):].startswith(" (") else what[len(said):].removeprefix(": ")
             targets.setdefault(uri, []).append(lsp.Diagnostic(
-                range=_range(line, self._line_text(uri, line)), message=f"run {run.run_id} failed: {who}{info.message}",
+                range=_range(line, self._line_text(uri, line)), message=f"run {run.run_id} failed: {who}{what}",
                 severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="run-failed",
                 related_information=related or None, data={"runId": run.run_id, "actor": info.actor},
             ))
