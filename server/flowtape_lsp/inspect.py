@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from flowtape.tape import ActorInfo
+from flowtape.rundir import read_summary
+from flowtape.tape import ActorInfo, Header
 from flowtape.values import preview_json
 from lsprotocol import types as lsp
 
 from . import protocol as P
 from .runs import Run
+from .tapeindex import last_step_from_end
 from .workspace import uri_to_path
 
 if TYPE_CHECKING:
@@ -54,12 +56,27 @@ def _view(run: Run, step: int) -> View:
     else:
         at = index.at_step(step)
         counts, states = at.rebuild.fire_counts, at.rebuild.states
+    return _view_of(run.run_id, header, step, index.steps, counts, states)
+
+
+def _view_of(run_id: str, header: Header, step: int, total: int, counts: dict[str, int], states: dict[str, msgspec.Raw]) -> View:
     actors = []
     for actor in header.actors:
         raw = states.get(actor.path)
         state = preview_json(msgspec.json.decode(raw), 300) if raw else None
         actors.append(ActorView(actor, counts.get(actor.path, 0), state))
-    return View(run.run_id, step, index.steps, actors)
+    return View(run_id, step, total, actors)
+
+
+def _last_view(run: Run) -> View | None:
+    """A finished run's view after its last step from the two ends of its tape, not read through."""
+    summary = read_summary(run.run_dir)
+    if summary is None or summary.status == "running" or not summary.steps:
+        return None
+    at = last_step_from_end(run.index.path, summary.steps)
+    if at is None:
+        return None
+    return _view_of(run.run_id, at.rebuild.header, summary.steps, summary.steps, at.rebuild.fire_counts, at.rebuild.states)
 
 
 class Inspector:
@@ -89,6 +106,10 @@ class Inspector:
         if not candidates:
             return None
         latest = max(candidates, key=lambda r: (r.started_at, r.run_id))
+        if not latest.live and not latest.index.finished:  # a long tape is not read through for a hover
+            fast = await asyncio.to_thread(_last_view, latest)
+            if fast is not None:
+                return fast, path
         try:
             index = await self.server.manager.ready(latest)
         except Exception:  # noqa: BLE001 - a run without a tape: nothing to show

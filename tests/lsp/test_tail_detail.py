@@ -36,3 +36,16 @@ def test_only_the_last_step_of_a_finished_run_is_answered_from_the_end(tmp_path)
     lines = tape.read_bytes().splitlines(keepends=True)
     tape.write_bytes(b"".join(lines[:-1]))  # no end record: still running, or killed
     assert last_step_from_end(tape, result.steps) is None
+
+
+@pytest.mark.parametrize("flow", FLOWS, ids=lambda p: p.stem)
+def test_a_hover_on_a_finished_run_not_read_yet_sees_what_a_full_read_sees(flow, tmp_path):
+    """Hovering over an actor of a long finished run must not wait for the whole tape."""
+    from flowtape_lsp.inspect import _last_view, _view
+
+    result = execute(load_module(flow).main, max_workers=4, runs_dir=tmp_path)
+    run = SimpleNamespace(run_id=result.run_id, run_dir=result.run_dir, index=TapeIndex(result.run_dir))
+    fast = _last_view(run)  # type: ignore[arg-type]
+    assert fast is not None and run.index.offset == 0  # nothing read through
+    run.index.ingest_all()
+    assert fast == _view(run, result.steps)  # type: ignore[arg-type]
