@@ -144,6 +144,9 @@ def register(server: FlowtapeServer) -> None:
         if not any(a.path == params.actor for a in index.header.actors):
             names = ", ".join(a.path for a in index.header.actors)
             raise P.invalid(f"run {source.run_id} has no actor {params.actor!r} (its actors: {names})")
+        end = index.end
+        if end is not None and end.error is not None and end.error.actor == params.actor:
+            return await _resume(source, index.steps)  # its last firing is the one that failed: never recorded
         step = await asyncio.to_thread(last_firing_step, source, params.actor)
         if step is None:
             raise P.not_found(f"actor {params.actor!r} never fired in run {source.run_id}")

@@ -91,6 +91,11 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     src, picky = detail["states"]
     assert src["actor"] == "src" and src["state"] == f"{{'i': {src['fireCount']}}}"
     assert picky["actor"] == "picky" and picky["state"] is None and picky["fireCount"] == 2 - src["fireCount"]
+    # rerunning the actor that failed resumes where it failed: its failed firing has no record
+    again = await command(client, "flowtape.rerunActor", {"runId": run["runId"], "actor": "picky"})
+    redone = await col.finished(again["runId"])
+    started = col.of("flowtape/runStarted", again["runId"])[0]
+    assert started["resumedAtStep"] == done["steps"] and redone["status"] == "failed"
 
 
 async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
