@@ -309,3 +309,32 @@ def main():
     assert proc.returncode == 0, proc.stderr
     assert "shaping 1" in proc.stderr and proc.stdout.count("\n") == 1
     assert json.loads(proc.stdout)["outputs"] == {"Out": [{"pair": [1, 2], "set": [1, 3], "(1, 2)": "tuple key", "inf": "inf"}]}
+
+
+def test_a_guard_that_raises_fails_its_actor_naming_the_guard_and_its_line(write_flow, tmp_path):
+    from flowtape.runner import execute
+
+    flow = write_flow('''
+        from flowtape import Port, action, connect, guard, task, workflow
+
+        @task
+        class Ticks:
+            class Ports:
+                Out = Port[int](direction="out")
+            n: int = 0
+
+            @action(consumes={})
+            @guard(lambda self: 1 / self.n > 0)  # GUARD
+            def tick(self):
+                return 1
+
+        @workflow
+        def main():
+            ticks = Ticks()
+            connect(ticks.Out, "Out")
+    ''')
+    result = execute(load_flow(flow), runs_dir=tmp_path)
+    assert result.status == "failed" and result.error is not None
+    line = line_of(flow, "GUARD")
+    assert result.error.message.endswith(f"guard of ticks.tick raised ZeroDivisionError: division by zero (line {line})")
+    assert result.error.raisedLine == line and result.error.actor == "ticks"

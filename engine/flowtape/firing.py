@@ -11,6 +11,7 @@ from .errors import FlowtapeError, TraceCorruption
 from .model import ActionSpec
 from .network import LAZY, Actor, Item, Queue
 from .schedules import STATE_ATTR, moves_now
+from .source import traceback_site
 from .tools import run_tool
 from .values import decode
 
@@ -92,12 +93,16 @@ def select(actor: Actor) -> Plan | None:
     return None
 
 
-class GuardFailed(Exception):
+class GuardFailed(FlowtapeError):
+    """An action's guard raised: the actor's firing fails, and the message says it was the guard."""
+
     def __init__(self, actor: Actor, action: ActionSpec, exc: Exception) -> None:
         self.actor = actor
         self.action = action
         self.original = exc
-        super().__init__(f"guard of {actor.path}.{action.name} raised {type(exc).__name__}: {exc}")
+        site = traceback_site(exc)
+        where = f" (line {site.line})" if site is not None else ""
+        super().__init__(f"guard of {actor.path}.{action.name} raised {type(exc).__name__}: {exc}{where}")
 
 
 def give_back(takes: list[tuple[Queue, list[Item]]]) -> None:

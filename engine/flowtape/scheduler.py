@@ -243,7 +243,7 @@ class Engine:
             try:
                 actor, plan = self._next(pool)
             except GuardFailed as exc:
-                self._fail(exc.actor, exc.actor.fire_count + 1, exc.original)
+                self._fail(exc.actor, exc.actor.fire_count + 1, exc)
                 continue
             if actor is None or plan is None:
                 if pool.in_flight == 0:
@@ -555,7 +555,8 @@ class Engine:
     def _fail(self, actor: Actor, fire_count: int, exc: BaseException) -> None:
         if self.failure is None:
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            self.failure = Failure(actor, fire_count, exc, tb, traceback_site(exc))
+            raised = traceback_site(exc.original if isinstance(exc, GuardFailed) else exc)
+            self.failure = Failure(actor, fire_count, exc, tb, raised)
         self.cond.notify_all()
 
 
