@@ -294,7 +294,7 @@ def test_the_cli_verify(run, capsys, tmp_path):
     assert f"line {next_hashed(dropped, 3)}: hash chain" in err and "lines 2-" in err
 
 
-def test_a_tape_of_another_format_version_is_refused(run):
+def test_a_tape_of_another_format_version_is_refused(run, capsys):
     path = run
     lines = lines_of(path)
     lines[0] = lines[0].replace(b'"version":4,', b'"version":1,', 1)
@@ -302,6 +302,9 @@ def test_a_tape_of_another_format_version_is_refused(run):
     error = corrupt(path)
     assert error.line == 1 and error.rule == "a known format version"
     assert "version 1" in str(error) and "reads versions 2, 3 and 4" in str(error)
+    assert cli_main(["verify", str(path.parent)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("flowtape: cannot read this tape: line 1:") and "corrupt" not in err
 
 
 def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, monkeypatch):

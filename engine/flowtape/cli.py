@@ -335,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     verbose = bool(getattr(args, "verbose", False))
     try:
         code = int(args.fn(args))
-    except TraceCorruption as exc:
-        code = _error(args, f"corrupt tape: {exc}", EXIT_FAILED)
+    except TraceCorruption as exc:  # (a tape of a format this Flowtape does not read is no corrupt one)
+        said = "cannot read this tape" if exc.rule == "a known format version" else "corrupt tape"
+        code = _error(args, f"{said}: {exc}", EXIT_FAILED)
     except (FlowError, UsageError, ResumeRefused) as exc:
         code = _error(args, str(exc), EXIT_USAGE)
     except FlowtapeError as exc:
