@@ -345,3 +345,12 @@ def test_a_resume_fires_with_the_recorded_pool_and_max_steps_must_leave_somethin
     assert read_tape(Path("runs/wide/tape.jsonl")).header.maxWorkers == 3
     code, _, err = cli("run", CHAIN, "--resume-from", "one", "--at-step", "10", "--max-steps", "10")
     assert code == 2 and "max_steps 10 is not above the step resumed at (10): nothing would run" in err
+
+
+def test_a_flow_that_exits_as_it_is_imported_or_is_no_py_file_is_said(cli, tmp_path):
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    code, _, err = cli("run", str(tmp_path / "exits.py"))
+    assert code == 2 and err.endswith("exits.py:2: importing the flow raised SystemExit: 3\n")
+    (tmp_path / "flowtxt").write_text("x = 1\n")
+    code, _, err = cli("run", str(tmp_path / "flowtxt"))
+    assert code == 2 and "a flow file's name ends in .py" in err

@@ -23,7 +23,7 @@ def load_module(path: Path | str) -> ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
-        raise FlowError("cannot be loaded as Python", str(file))
+        raise FlowError("cannot be loaded as Python: a flow file's name ends in .py", str(file))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     folder = str(file.parent)
@@ -37,7 +37,7 @@ def load_module(path: Path | str) -> ModuleType:
     except FlowtapeError:
         del sys.modules[name]
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() at import is the flow's mistake too, not ours to obey
         del sys.modules[name]
         line = None
         for frame in traceback.extract_tb(exc.__traceback__):
