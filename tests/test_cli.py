@@ -81,6 +81,14 @@ def test_runs_lists_newest_first(cli):
     assert code == 0 and len(lines) == 2
     assert lines[0].startswith("second") and lines[1].startswith("first")
     assert "main" in lines[0] and "succeeded" in lines[0] and "15 steps" in lines[0]
+    # a run directory copied under another name is listed by that name, which is what `show` takes
+    import shutil
+
+    shutil.copytree("runs/first", "runs/kept")
+    code, out, _ = cli("runs")
+    kept = [line for line in out.splitlines() if line.startswith("kept")]
+    assert len(kept) == 1 and kept[0].endswith("(a copy of run first)")
+    assert cli("show", "kept")[0] == 0
 
 
 def test_show_lists_the_steps_and_the_end(cli):

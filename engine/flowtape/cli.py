@@ -182,7 +182,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
             status = "killed"
             with contextlib.suppress(OSError):
                 steps = last_step_number(run_dir / TAPE)
-        _say(f"{s.id}  {s.workflow:<16} {status:<9} {steps:>7} steps  {s.startedAt}{origin}")
+        copied = f"  (a copy of run {s.id})" if run_dir.name != s.id else ""  # the name is what `show` takes
+        _say(f"{run_dir.name}  {s.workflow:<16} {status:<9} {steps:>7} steps  {s.startedAt}{origin}{copied}")
     return EXIT_OK
 
 
