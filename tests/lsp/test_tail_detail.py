@@ -49,3 +49,24 @@ def test_a_hover_on_a_finished_run_not_read_yet_sees_what_a_full_read_sees(flow,
     assert fast is not None and run.index.offset == 0  # nothing read through
     run.index.ingest_all()
     assert fast == _view(run, result.steps)  # type: ignore[arg-type]
+
+
+def test_the_index_reads_past_a_line_longer_than_its_read_chunk(tmp_path, monkeypatch):
+    """A first page of a finished run is read a chunk at a time: a longer line in the way must be
+    read whole, not taken for the end of what is written."""
+    from flowtape_lsp import tapeindex
+
+    monkeypatch.setattr(tapeindex, "CHUNK", 1 << 16)  # 4 KB a read for `until_step`, far below the line
+    flow = tmp_path / "big.py"
+    flow.write_text(
+        "from flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass Src:\n    class Ports:\n        Out = Port[str](direction='out')\n\n    i: int = 0\n\n"
+        "    def action(self):\n        if self.i >= 30:\n            return None\n        self.i += 1\n"
+        "        return 'x' * (300_000 if self.i == 3 else 5)\n\n\n"
+        "@workflow\ndef main():\n    connect(Src().Out, 'Out')\n"
+    )
+    result = execute(load_module(flow).main, max_workers=1, runs_dir=tmp_path / "runs")
+    index = TapeIndex(result.run_dir)
+    index.ingest_all(until_step=20)
+    assert index.steps >= 20
+    assert [s.step for s in index.read_steps(1, 20)] == list(range(1, 21))
