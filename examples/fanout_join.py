@@ -2,7 +2,7 @@
 and a join waits for one result from each before it fires.
 
     flowtape run examples/fanout_join.py
-    ->  Out: [{'cube': 1, 'n': 1, 'neg': -1, 'square': 1}, ... {'cube': 64, 'n': 4, ...}]
+    ->  Out: [{'n': 1, 'square': 1, 'cube': 1, 'neg': -1}, ... {'n': 4, 'square': 16, ...}]
 """
 
 from flowtape import Port, connect, task, workflow

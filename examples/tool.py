@@ -4,7 +4,7 @@ tool must write; that path is the token put on Stats. Here the tool is a small P
 shipped in examples/scripts/ (the working directory is the flow file's folder).
 
     flowtape run examples/tool.py
-    ->  Stats: [{'chars': 23, 'longest': 'dataflow', 'words': 5}, ...]
+    ->  Stats: [{'words': 5, 'chars': 23, 'longest': 'dataflow'}, ...]
 """
 
 import json

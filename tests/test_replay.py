@@ -646,3 +646,73 @@ def test_an_input_wired_straight_to_an_output_is_on_the_tape_and_survives_every_
         verify(resumed.run_dir / "tape.jsonl")
     shown = detail_of(original.run_dir, original.steps)
     assert [(n, tokens) for queue, n, tokens in shown.queues if queue == "$.Echo"] == [(1, ["'hi'"])]
+
+
+ORDERED = '''
+from flowtape import Port, action, connect, task, workflow
+
+WORDS = ["pear", "apple", "fig"]
+
+
+@task
+class Src:
+    class Ports:
+        Out = Port[str](direction="out")
+    i: int = 0
+
+    def action(self):
+        if self.i >= len(WORDS):
+            return None
+        self.i += 1
+        return WORDS[self.i - 1]
+
+
+@task
+class Order:
+    """A dict as an ordered set in its state, and dict tokens built in a chosen order."""
+    class Ports:
+        In = Port[str](direction="in")
+        Out = Port[list](direction="out")
+        Tok = Port[dict](direction="out")
+    seen: dict = {}
+
+    @action(produces={"Out": 1, "Tok": 1})
+    def go(self, w):
+        self.seen = {**self.seen, w: len(self.seen)}
+        return {"Out": list(self.seen), "Tok": {w: 1, "zzz": 2, "aaa": 3}}
+
+
+@task
+class Keys:
+    class Ports:
+        In = Port[dict](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, d):
+        return list(d)
+
+
+@workflow
+def main():
+    s = Src()
+    o = Order()
+    k = Keys()
+    connect(s.Out, o.In)
+    connect(o.Out, "Order")
+    connect(o.Tok, k.In)
+    connect(k.Out, "Keys")
+'''
+
+
+def test_a_dict_keeps_its_order_as_a_token_and_in_state_restored_by_a_resume(write_flow, tmp_path):
+    """A dict's order is something a flow sees: the consumer gets the keys in the order they were
+    put, and a resume restores a state dict in its order, so the resumed run says what the fresh
+    one said."""
+    flow = load_flow(write_flow(ORDERED))
+    fresh = execute(flow, max_workers=1, runs_dir=tmp_path)
+    assert fresh.outputs["Keys"] == [["pear", "zzz", "aaa"], ["apple", "zzz", "aaa"], ["fig", "zzz", "aaa"]]
+    assert fresh.outputs["Order"][-1] == ["pear", "apple", "fig"]
+    for at_step in range(fresh.steps + 1):
+        resumed = execute(flow, max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=at_step)
+        assert resumed.outputs == fresh.outputs, at_step
+        verify(resumed.run_dir / "tape.jsonl")

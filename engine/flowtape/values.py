@@ -36,8 +36,10 @@ __all__ = ["NotEncodable", "Opaque", "canonical", "decode", "digest", "digest_va
 
 TAG = "$t"
 MAX_DEPTH = 200
-# A reusable Encoder skips per-call option parsing; sorted keys make equal values byte-identical.
-_enc: Callable[[object], bytes] = msgspec.json.Encoder(order="sorted").encode
+# A reusable Encoder skips per-call option parsing. Keys stay in insertion order, so a dict comes
+# back as it was built (its order is something a flow can see); digests sort them (`digest`).
+_enc: Callable[[object], bytes] = msgspec.json.Encoder().encode
+_enc_sorted: Callable[[object], bytes] = msgspec.json.Encoder(order="sorted").encode
 _dec: Callable[[bytes | str], Any] = msgspec.json.Decoder().decode
 _SCALAR = frozenset({str, int, bool, type(None)})
 _NUMBERS = frozenset({int, bool, float})
@@ -239,11 +241,11 @@ def _list(items: Iterable[Any], d: int, active: set[int]) -> list[object]:
 
 
 def _dict(v: dict[Any, Any], d: int, active: set[int], attrs: bool = False) -> object:
-    # Pair form keeps non-str keys and keeps user dicts from ever looking like tags; pairs are
-    # sorted by encoded key so equal dicts encode identically whatever their insertion order.
+    # Pair form keeps non-str keys and keeps user dicts from ever looking like tags; like plain
+    # objects, pairs keep the dict's insertion order.
     plain = TAG not in v and all(type(k) is str for k in v)
     out: dict[str, object] = {}
-    pairs: list[tuple[bytes, list[object]]] = []
+    pairs: list[list[object]] = []
     k: Any = None
     in_key = False
     try:
@@ -254,19 +256,18 @@ def _dict(v: dict[Any, Any], d: int, active: set[int], attrs: bool = False) -> o
             in_key = True
             ck = _conv(k, d, active)
             in_key = False
-            pairs.append((_enc(ck), [ck, _conv(x, d, active)]))
+            pairs.append([ck, _conv(x, d, active)])
     except NotEncodable as e:
         where = "[<key>]" if in_key else f".{k}" if attrs and type(k) is str else f"[{preview(k, 40)}]"
         raise e.with_prefix(where) from None
     if plain:
         return out
-    pairs.sort(key=lambda p: p[0])
-    return {TAG: "dict", "v": [p for _, p in pairs]}
+    return {TAG: "dict", "v": pairs}
 
 
 def _set(v: set[Any] | frozenset[Any], d: int, active: set[int]) -> object:
     items = _list(v, d, active)
-    items.sort(key=_enc)  # set iteration order depends on hashing; the tape must not
+    items.sort(key=_enc_sorted)  # set iteration order depends on hashing; the tape must not
     return {TAG: "set" if type(v) is set else "frozenset", "v": items}
 
 
@@ -324,7 +325,7 @@ def to_json(value: object) -> object:
 
 
 def encode(value: object) -> bytes:
-    """Canonical bytes: equal values (by content, not insertion order) give identical bytes."""
+    """The value's tagged JSON, dicts in their insertion order (sets sorted: they have none)."""
     try:
         if type(value) in _SCALAR:  # most tokens: skip even the check's call
             return _enc(value)
@@ -334,8 +335,22 @@ def encode(value: object) -> bytes:
 
 
 def canonical(data: object) -> bytes:
-    """Re-encode already-tagged JSON data; canonical(json.loads(encode(v))) == encode(v)."""
-    return _enc(data)
+    """Already-tagged JSON data with every object's keys and every dict tag's pairs sorted:
+    equal values (by content, not insertion order) give identical bytes."""
+    return _enc_sorted(_sorted_pairs(data))
+
+
+def _sorted_pairs(data: Any) -> Any:
+    t = type(data)
+    if t is list:
+        return [_sorted_pairs(x) for x in data]
+    if t is not dict:
+        return data
+    if data.get(TAG) == "dict" and type(data.get("v")) is list:
+        pairs = [_sorted_pairs(p) for p in data["v"]]
+        pairs.sort(key=lambda p: _enc_sorted(p[0]) if type(p) is list and p else b"")
+        return {**data, "v": pairs}
+    return {k: _sorted_pairs(x) for k, x in data.items()}
 
 
 def from_json(data: Any) -> object:
@@ -457,8 +472,12 @@ def _rebuild(tag: str, cls: type, payload: Any, extra: dict[str, Any]) -> object
 
 
 def digest(raw_items: Iterable[bytes]) -> str:
-    """16 hex chars over the encoded tokens as one JSON list."""
-    return hashlib.blake2b(b"[" + b",".join(raw_items) + b"]", digest_size=8).hexdigest()
+    """16 hex chars over the encoded tokens as one JSON list, in canonical form: equal values
+    give equal digests, whatever their dicts' insertion order."""
+    body = b"[" + b",".join(raw_items) + b"]"
+    if b"{" in body:  # objects inside (or a brace in a string): sort their keys first
+        body = canonical(_dec(body))
+    return hashlib.blake2b(body, digest_size=8).hexdigest()
 
 
 def digest_values(values: Iterable[object]) -> str:
