@@ -1322,3 +1322,62 @@ def test_an_ifs_out_reaches_only_the_branch_that_runs(tmp_path):
     for step in range(result.steps + 1):
         resumed = execute(_if_out_into_branches, max_workers=1, runs_dir=tmp_path, resume_from="o", at_step=step)
         assert resumed.outputs == result.outputs, step
+
+
+ALIASED = '''
+from flowtape import Port, connect, loop, task, workflow
+
+ITEMS = [{"id": 1, "tags": []}, {"id": 2, "tags": []}]
+
+
+@task
+class Tagger:
+    class Ports:
+        In = Port[dict](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, d):
+        d["tags"].append("seen")  # changes its own copy of the item
+        return d["tags"]
+
+
+@task
+class Grow:
+    class Ports:
+        In = Port[list](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, xs):
+        xs.append("grown")
+        return xs
+
+
+@workflow(inputs={"Xs": list})
+def main():
+    lp = loop(ITEMS)
+    with lp:
+        t = Tagger()
+    connect(lp.item, t.In)
+    connect(t.Out, "Tags")
+    g = Grow()
+    connect("Xs", g.In)
+    connect(g.Out, "Grown")
+'''
+
+
+def test_loop_items_and_inputs_reach_the_flow_as_copies(write_flow, tmp_path):
+    """A token is the value as it was put: a loop body that changes its item changes its own copy,
+    not the iterable's object (which a later loop or a resume would then see changed), and an
+    input given through the API is not the caller's object."""
+    from flowtape.loader import load_module
+    from flowtape.runner import execute
+
+    path = write_flow(ALIASED)
+    module = load_module(path)
+    given = ["x"]
+    fresh = execute(module.main, {"Xs": given}, max_workers=1, runs_dir=tmp_path)
+    assert fresh.outputs == {"Tags": [["seen"], ["seen"]], "Grown": [["x", "grown"]]}
+    assert module.ITEMS == [{"id": 1, "tags": []}, {"id": 2, "tags": []}] and given == ["x"]
+    for at_step in range(fresh.steps + 1):
+        resumed = execute(module.main, max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=at_step)
+        assert resumed.outputs == fresh.outputs, at_step

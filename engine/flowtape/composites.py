@@ -131,9 +131,8 @@ def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list
             actor.iterator = None
             engine._fail(actor, actor.fire_count + 1, exc)
             return None
-        enc = _encode_token(engine, actor, value)
-        shared = type(value) in IMMUTABLE
-        return takes, [(q, [(value if i == 0 or shared else LAZY, enc)]) for i, q in enumerate(actor.outputs.get("item", []))], "body"
+        item = _token(actor, value)
+        return takes, [(q, [item]) for q in actor.outputs.get("item", [])], "body"
     source = actor.inputs.get("cond")
     if source is not None and source.items:
         item = source.items.popleft()
@@ -143,19 +142,26 @@ def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list
     elif not actor.static_used and actor.obj.condition is not None and source is None:
         actor.static_used = True
         condition = actor.obj.condition
-        enc = _encode_token(engine, actor, condition)
+        enc = _token(actor, condition)[1]
     else:
         return None
     # `out` reaches its consumers outside the if, and inside it only those of the branch that runs
     skipped = {id(m) for m in actor.branches.get("else" if condition else "then", [])}
-    produced = [(q, [(condition, enc)]) for q in actor.outputs.get("out", []) if id(q.consumer) not in skipped]
+    shared = type(condition) in IMMUTABLE or bytes(memoryview(enc)[: len(_UNENCODABLE)]) == _UNENCODABLE
+    produced = [(q, [(condition if shared else LAZY, enc)]) for q in actor.outputs.get("out", []) if id(q.consumer) not in skipped]
     return takes, produced, "then" if condition else "else"
 
-def _encode_token(engine: Engine, actor: Actor, value: Any) -> Raw:
+_UNENCODABLE = b'{"$unencodable":'
+
+
+def _token(actor: Actor, value: Any) -> Item:
+    """A value a loop or an if puts, as a token: the value as it is now (each consumer decodes its
+    own copy of a mutable one, as for any token), or, when it cannot be encoded, the value itself
+    beside a placeholder that no other value shares."""
     try:
-        return Raw(encode(value))
+        return (value if type(value) in IMMUTABLE else LAZY, Raw(encode(value)))
     except NotEncodable:
-        return Raw(encode({"$unencodable": f"{actor.path}:{id(value)}:{time.time_ns()}"}))
+        return (value, Raw(encode({"$unencodable": f"{actor.path}:{id(value)}:{time.time_ns()}"})))
 
 def _context(actor: Actor, fire_count: int) -> Context:
     from .scheduler import Context

@@ -17,7 +17,7 @@ from msgspec import Raw
 from . import __version__, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
 from .graph import Graph, WorkflowDef
-from .network import LAZY, Item, Network, build_network
+from .network import IMMUTABLE, LAZY, Item, Network, build_network
 from .ports import type_name, types_compatible
 from .replay import ReplayPlan, plan_resume, shape_of
 from .replayer import restore
@@ -63,7 +63,8 @@ def _encode_inputs(inputs: dict[str, Any]) -> dict[str, Item]:
     seeded: dict[str, Item] = {}
     for port, value in inputs.items():
         try:
-            seeded[port] = (value, Raw(encode(value)))
+            # the flow gets the input as it is now, never the caller's object (which it might change)
+            seeded[port] = (value if type(value) in IMMUTABLE else LAZY, Raw(encode(value)))
         except NotEncodable as exc:
             raise UsageError(f"input {port!r} cannot be recorded on the tape: {exc}") from None
     return seeded
@@ -166,7 +167,7 @@ def execute(
         inputs = dict(inputs or {})
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
-        inputs_raw = Raw(encode({port: item[0] for port, item in seeded.items()})) if seeded else Raw(b"{}")
+        inputs_raw = Raw(msgspec.json.encode({port: item[1] for port, item in seeded.items()})) if seeded else Raw(b"{}")
     workers = max_workers if max_workers is not None else (graph.max_workers or min(8, (os.cpu_count() or 1) + 2))
     workers = min(workers, MAX_WORKERS)
     run_id = new_run_id() if run_id is None else run_id
