@@ -716,3 +716,60 @@ def test_a_dict_keeps_its_order_as_a_token_and_in_state_restored_by_a_resume(wri
         resumed = execute(flow, max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=at_step)
         assert resumed.outputs == fresh.outputs, at_step
         verify(resumed.run_dir / "tape.jsonl")
+
+
+PARAMS = '''
+import threading
+
+from flowtape import Port, action, connect, guard, task, workflow
+
+
+@task
+class Feed:
+    values: list  # a parameter the actor uses up
+    lock: object  # a parameter that cannot be saved: never part of the state
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @action(consumes={})
+    @guard(lambda self: len(self.values) > 0)
+    def emit(self):
+        return self.values.pop(0)
+
+
+@task
+class Tally:
+    table: dict  # a parameter kept as a running table
+    step: int  # a parameter the actor gives anew
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, x):
+        self.table[x % 2] = self.table.get(x % 2, 0) + self.step
+        self.step += 1
+        return sorted(self.table.items())
+
+
+@workflow
+def main():
+    feed = Feed(values=[1, 2, 3, 4, 5], lock=threading.Lock())
+    tally = Tally(table={}, step=1)
+    connect(feed.Out, tally.In)
+    connect(tally.Out, "Out")
+'''
+
+
+def test_parameters_an_actor_changes_are_state_and_come_back_on_resume(write_flow, tmp_path):
+    """A parameter is given once, but an actor may change it in place (pop from its list, fill its
+    dict) or give it anew: each is then state, recorded and restored by a resume. A parameter that
+    cannot be saved (a lock) stays out of the state and keeps every firing replayable."""
+    path = write_flow(PARAMS)
+    fresh = execute(load_flow(path), max_workers=1, runs_dir=tmp_path)
+    assert fresh.outputs["Out"][-1] == [(0, 2 + 4), (1, 1 + 3 + 5)]
+    assert not any(f.notReplayable for f in tape_of(fresh).firings())
+    for at_step in range(fresh.steps + 1):
+        resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=at_step)
+        assert resumed.outputs == fresh.outputs and resumed.steps == fresh.steps, at_step

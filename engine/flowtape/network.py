@@ -5,10 +5,16 @@ from __future__ import annotations
 import copy
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import date, time, timedelta
+from decimal import Decimal
+from enum import Enum
+from pathlib import PurePath
 from typing import Any
+from uuid import UUID
 
 from .graph import ROOT, Edge, Graph, IfControl, LoopControl, Node, Subflow
 from .model import TaskSpec, spec_of
+from .values import NotEncodable, encode
 
 # A queue item: (value, canonical encoding). The value is LAZY when the token came from a tape
 # and nobody has needed it as a Python object yet: a replayed consumer only needs the bytes.
@@ -23,6 +29,39 @@ def own_copy(item: Item) -> Item:
     if value is LAZY or type(value) in IMMUTABLE:
         return item
     return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
+
+
+def not_state(spec: TaskSpec, obj: Any) -> tuple[frozenset[str], tuple[tuple[str, Any], ...]]:
+    """What of an actor's attributes is no state: Flowtape's own fields, and the parameters that
+    cannot change in place (watched instead for being reassigned: `settled`) or cannot be saved at
+    all. A parameter that can change in place (a list, a dict, an object) is state like any field:
+    an actor that pops from the list it was given must find it popped after a resume."""
+    attrs = getattr(obj, "__dict__", {})
+    fixed = set(spec.fixed_attrs)
+    settled = []
+    for name in spec.parameters:
+        if name not in attrs:
+            continue
+        value = attrs[name]
+        if _frozen(value, 0):
+            settled.append((name, value))
+            continue
+        try:
+            encode(value)
+        except NotEncodable:
+            continue  # (a client, a lock...): cannot be recorded, so it stays out of the state
+        fixed.discard(name)
+    return frozenset(fixed), tuple(settled)
+
+
+def _frozen(value: Any, depth: int) -> bool:
+    t = type(value)
+    if t in IMMUTABLE or isinstance(value, _FROZEN):
+        return True
+    return t in (tuple, frozenset) and depth < 8 and all(_frozen(x, depth + 1) for x in value)
+
+
+_FROZEN = (Enum, date, time, timedelta, Decimal, UUID, PurePath, complex)
 
 
 class Queue:
@@ -64,6 +103,8 @@ class Actor:
     iterator: Any = None
     static_used: bool = False
     # scheduling and tape bookkeeping
+    fixed: frozenset[str] = frozenset()  # attributes that are no state (see `not_state`)
+    settled: tuple[tuple[str, Any], ...] = ()  # parameters that cannot change in place, as first given
     state_enc: bytes = b""
     dirty: bool = False
     running: bool = False
@@ -129,6 +170,8 @@ class _Builder:
         local: dict[int, Actor] = {}
         for node in graph.nodes:
             actor = Actor(f"{prefix}/{node.name}" if prefix else node.name, node, spec_of(node.obj), owner, len(self.actors))
+            if actor.spec is not None:
+                actor.fixed, actor.settled = not_state(actor.spec, node.obj)
             self.actors.append(actor)
             local[id(node)] = actor
         for node in graph.nodes:

@@ -391,10 +391,17 @@ class Engine:
         if spec is None:
             return None, None
         attrs = actor.obj.__dict__
-        fixed = spec.fixed_attrs
+        fixed = actor.fixed
         if len(attrs) == len(fixed) and not actor.state_enc:
-            return None, None  # a stateless actor: nothing but parameters and Flowtape's own fields
+            for name, value in actor.settled:
+                if attrs[name] is not value:
+                    break
+            else:
+                return None, None  # a stateless actor: nothing but parameters as given and Flowtape's own fields
         state = {k: v for k, v in attrs.items() if k not in fixed}
+        for name, value in actor.settled:
+            if attrs.get(name, value) is not value:  # a parameter given anew: state from now on
+                state[name] = attrs[name]
         try:
             enc = encode(state)
         except NotEncodable:
