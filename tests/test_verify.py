@@ -451,3 +451,43 @@ def test_a_header_must_hold_together(run):
     write(run, reseal([json.dumps(header, separators=(",", ":")).encode(), *lines[1:]]))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (1, "a well-formed header") and "inputs" in str(exc)
+
+
+def _marked(lines: list[bytes]) -> list[bytes]:
+    from flowtape.tape import mark_line
+
+    return [mark_line(line) for line in lines]
+
+
+def test_replayed_marks_are_held_by_what_the_tape_says_it_resumed(run, tmp_path):
+    """The `replayed` mark is outside the hash chain (a resume copies a recorded prefix and marks
+    it): verify holds it to the header instead, so it can be neither added nor taken away."""
+    lines = lines_of(run)
+    # a run that resumed nothing replays nothing
+    write(run, lines[:1] + _marked(lines[1:3]) + lines[3:])
+    exc = corrupt(run)
+    assert exc.rule == "only a resumed run replays" and exc.line == 2
+    # a step marked replayed whose firing ran live
+    write(run, lines[:2] + _marked(lines[2:3]) + lines[3:])
+    assert corrupt(run).rule == "a step is replayed exactly when its firings are"
+
+    write(run, lines)
+    m = load_module(FLOWS / "chain.py")
+    m.BROKEN, m.SKEW = False, 0
+    resumed = execute(m.main, max_workers=1, runs_dir=tmp_path, resume_from=run.parent, at_step=6)
+    tape = resumed.run_dir / "tape.jsonl"
+    verify(tape)
+    good = lines_of(tape)
+    at = find(good, b'"t":"s"', b'"replayed":true', b'"step":6')
+    # one mark taken away: a step whose firing was replayed, not marked
+    write(tape, good[:at] + [good[at].replace(b'"replayed":true,', b"")] + good[at + 1 :])
+    exc = corrupt(tape)
+    assert (exc.line, exc.rule) == (at + 1, "a step is replayed exactly when its firings are")
+    # every mark taken away: the run says it resumed at step 6 yet ran everything live
+    write(tape, [line.replace(b'"replayed":true,', b"") for line in good])
+    exc = corrupt(tape)
+    assert (exc.line, exc.rule) == (len(good), "a resumed run replays the steps it resumed at")
+    # one step too many marked
+    after = find(good, b'"t":"s"', b'"step":7')
+    write(tape, good[: after - 1] + _marked(good[after - 1 : after + 1]) + good[after + 1 :])
+    assert corrupt(tape).rule == "only a resumed run replays"

@@ -55,6 +55,8 @@ class Rebuild:
         self.ended: End | None = None
         self.diverged: list[Diverged] = []
         self._step_taken: dict[tuple[str, int], list[tuple[int, list[Raw]]]] = {}  # by top-level firing
+        self._step_live: dict[tuple[str, int], bool] = {}  # by top-level firing: did any of its firings run live
+        self.replayed_steps = 0
         self.last_taken: list[tuple[int, list[Raw]]] = []  # what the latest step's firings took
         self.last_step_seq = 0
         self.outputs = {i for i, qid in enumerate(header.queues) if qid.startswith("$.") and "->" not in qid}
@@ -83,6 +85,7 @@ class Rebuild:
         twin.diverged = list(self.diverged)
         twin.taken = list(self.taken)
         twin._step_taken = dict(self._step_taken)
+        twin._step_live = dict(self._step_live)
         twin.outputs_checkpointed = dict(self.outputs_checkpointed)
         twin.chats_checkpointed = dict(self.chats_checkpointed)
         return twin
@@ -134,6 +137,9 @@ class Rebuild:
             taken.append((index, items))
         top = f.within if f.within is not None else (f.actor, f.fireCount)
         self._step_taken.setdefault((top[0], top[1]), []).extend(taken)
+        if f.replayed and not self.header.resumedFrom:
+            raise TraceCorruption("a firing marked replayed on a tape that resumed no run", n, "only a resumed run replays")
+        self._step_live[(top[0], top[1])] = self._step_live.get((top[0], top[1]), False) or not f.replayed
         for index, tokens in f.produced:
             q = self._queue(index, n)
             q.extend(tokens)
@@ -164,14 +170,32 @@ class Rebuild:
                 f"step names {s.actor} firing {s.fireCount}, which is not a recorded firing without a step", n,
                 "steps name completed firings",
             )
+        live = self._step_live.pop((s.actor, s.fireCount), False)
         if self.full_checks:
             self._check_sizes(s, n)
+            self._check_replayed(s, live, n)
         self.step = s.step
         self.round = s.round
         if s.round:
             self.rounds[s.actor] = s.round
         self.last_taken = self._step_taken.pop((s.actor, s.fireCount), [])
         self.last_step_seq = s.journalSeq
+
+    def _check_replayed(self, s: Step, live: bool, n: int) -> None:
+        """A step is replayed exactly when every firing it covers is; and only a resumed run
+        replays, at most as many steps as the step it resumed at. (The mark is outside the hash
+        chain, so that a resume can copy a recorded prefix as it is and mark it: these rules are
+        what holds it.)"""
+        if s.replayed == live:
+            said = "marked replayed, but a firing it covers ran live" if live else "not marked replayed, but every firing it covers was"
+            raise TraceCorruption(f"step {s.step} is {said}", n, "a step is replayed exactly when its firings are")
+        if s.replayed:
+            self.replayed_steps += 1
+            if self.replayed_steps > (self.header.resumedAtStep or 0):
+                raise TraceCorruption(
+                    f"step {s.step} is replayed, one more than the {self.header.resumedAtStep or 0} step(s) the run resumed at",
+                    n, "only a resumed run replays",
+                )
 
     def _check_sizes(self, s: Step, n: int) -> None:
         """A step's queue sizes are those of the rebuilt run: exactly so with one worker; with
@@ -258,6 +282,12 @@ class Rebuild:
             )
         if e.final is not None:
             self._check_final(e.final, n)
+        resumed_at = self.header.resumedAtStep or 0
+        if self.full_checks and e.status == "succeeded" and not self.diverged and self.replayed_steps != resumed_at:
+            raise TraceCorruption(
+                f"the run resumed at step {resumed_at} and replayed {self.replayed_steps} step(s), with no divergence",
+                n, "a resumed run replays the steps it resumed at",
+            )
         self.ended = e
 
     def _check_final(self, final: Final, n: int) -> None:
