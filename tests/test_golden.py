@@ -15,7 +15,7 @@ from flowtape.loader import load_module
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).parent / "golden"
-CASES = [("chain.py", "chain.json"), ("review.py", "review.json")]
+CASES = [("chain.py", "chain.json"), ("review.py", "review.json"), ("tool.py", "tool.json")]  # tool: its outputs are files of the run
 
 
 def example(name: str):
@@ -112,6 +112,11 @@ def test_compare_names_changed_fields_new_and_missing_steps():
     ended = json.loads(json.dumps(golden))
     ended["end"]["outputs"]["Out"][0] = 4
     assert compare(golden, ended).startswith("end changed")
+    # a change far into a long value is shown where it is, on both sides
+    state = {"log": ["x" * 40] * 20 + ["old"]}
+    far = compare({"steps": [{"actor": "a", "fireCount": 1, "state": state}]},
+                  {"steps": [{"actor": "a", "fireCount": 1, "state": {"log": state["log"][:-1] + ["new"]}}]})
+    assert far is not None and '"old"' in far and '"new"' in far and far.count("…") >= 2
 
 
 def test_snapshot_is_deterministic_and_uses_one_worker():

@@ -4,6 +4,7 @@ A difference names the first step that moved and the fields that changed."""
 from __future__ import annotations
 
 import tempfile
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -13,29 +14,59 @@ from .errors import FlowtapeError, UsageError
 from .graph import WorkflowDef
 from .runner import execute
 from .tape import End, Firing, Step, read_tape
+from .values import digest
 
 
 class GoldenMismatch(FlowtapeError):
     """The run no longer matches its golden tape."""
 
 
+RUN_DIR = "<run>"  # what a golden says for the run's own directory (a tool's output paths are under it)
+
+
 def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A run of `flow` with one worker, as comparable data: steps with their firings, the end."""
+    """A run of `flow` with one worker, as comparable data: steps with their firings, the end.
+    The run's directory, a new temporary one each time, is written `<run>` (a tool's outputs are
+    files in it), and the digests are those of the tokens so written."""
     with tempfile.TemporaryDirectory() as tmp:
         result = execute(flow, inputs, max_workers=1, runs_dir=tmp, run_id="golden")
         assert result.run_dir is not None
         tape = read_tape(result.run_dir / "tape.jsonl", warn=False)
-    queues = tape.header.queues
+        places = {str(result.run_dir), str(result.run_dir.resolve())}
+    local = [(msgspec.json.encode(place)[1:-1], msgspec.json.encode(RUN_DIR)[1:-1]) for place in sorted(places, key=len, reverse=True)]
+
+    def plain(raw: bytes | msgspec.Raw) -> bytes:
+        data = bytes(raw)
+        for place, mark in local:
+            data = data.replace(place, mark)
+        return data
+
+    header = tape.header
+    queues = header.queues
+    held: list[deque[bytes]] = [deque() for _ in queues]
+    given = {port: plain(raw) for port, raw in msgspec.json.decode(header.inputs, type=dict[str, msgspec.Raw]).items()}
+    for index, qid in enumerate(queues):
+        if qid.startswith("$.") and "->" in qid and qid[2 : qid.index("->")] in given:
+            held[index].append(given[qid[2 : qid.index("->")]])
+    for port, index in header.seededOutputs:
+        if port in given:
+            held[index].append(given[port])
     steps: list[dict[str, Any]] = []
     firings: list[dict[str, Any]] = []
     end: dict[str, Any] = {}
     for record in tape.records():
         if isinstance(record, Firing):
+            consumed = []
+            for i, n, _ in record.consumed:
+                consumed.append([queues[i], n, digest([held[i].popleft() for _ in range(n)])])
+            produced = []
+            for i, tokens in record.produced:
+                raws = [plain(t) for t in tokens]
+                held[i].extend(raws)
+                produced.append([queues[i], [msgspec.json.decode(t) for t in raws]])
             firings.append({
-                "actor": record.actor, "fireCount": record.fireCount,
-                "consumed": [[queues[i], n, d] for i, n, d in record.consumed],
-                "produced": [[queues[i], [msgspec.json.decode(t) for t in toks]] for i, toks in record.produced],
-                **({"state": msgspec.json.decode(record.state)} if record.state else {}),
+                "actor": record.actor, "fireCount": record.fireCount, "consumed": consumed, "produced": produced,
+                **({"state": msgspec.json.decode(plain(record.state))} if record.state else {}),
             })
         elif isinstance(record, Step):
             steps.append({
@@ -45,10 +76,10 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
             })
             firings = []
         elif isinstance(record, End):
-            end = {"status": record.status, "outputs": msgspec.json.decode(record.outputs), "steps": record.steps}
+            end = {"status": record.status, "outputs": msgspec.json.decode(plain(record.outputs)), "steps": record.steps}
             if record.error is not None:
-                end["error"] = record.error.message
-    return {"workflow": tape.header.workflow, "inputs": msgspec.json.decode(tape.header.inputs), "steps": steps, "end": end}
+                end["error"] = record.error.message.replace(str(result.run_dir), RUN_DIR)
+    return {"workflow": header.workflow, "inputs": msgspec.json.decode(header.inputs), "steps": steps, "end": end}
 
 
 class _Step(msgspec.Struct):
@@ -106,17 +137,25 @@ def compare(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
             return f"step {index + 1} ({old[index]['actor']} fire {old[index]['fireCount']}) is gone"
         if old[index] != new[index]:
             fields = sorted(k for k in set(old[index]) | set(new[index]) if old[index].get(k) != new[index].get(k))
-            details = "; ".join(f"{k}: {_short(old[index].get(k))} -> {_short(new[index].get(k))}" for k in fields)
+            details = "; ".join(f"{k}: {_apart(old[index].get(k), new[index].get(k))}" for k in fields)
             return f"step {index + 1} moved ({old[index]['actor']} fire {old[index]['fireCount']}): {details}"
     for key in ("workflow", "inputs", "end"):
         if expected.get(key) != actual.get(key):
-            return f"{key} changed: {_short(expected.get(key))} -> {_short(actual.get(key))}"
+            return f"{key} changed: {_apart(expected.get(key), actual.get(key))}"
     return None
 
 
-def _short(value: Any, limit: int = 160) -> str:
-    text = msgspec.json.encode(value).decode()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _apart(old: Any, new: Any, limit: int = 160) -> str:
+    """`old -> new`, each cut to `limit` characters around where the two first differ."""
+    a, b = msgspec.json.encode(old).decode(), msgspec.json.encode(new).decode()
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    start = max(0, at - limit // 3)
+
+    def cut(text: str) -> str:
+        part = text[start : start + limit]
+        return ("…" if start else "") + part + ("…" if start + limit < len(text) else "")
+
+    return f"{cut(a)} -> {cut(b)}"
 
 
 def check(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -> None:
