@@ -1381,3 +1381,54 @@ def test_loop_items_and_inputs_reach_the_flow_as_copies(write_flow, tmp_path):
     for at_step in range(fresh.steps + 1):
         resumed = execute(module.main, max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=at_step)
         assert resumed.outputs == fresh.outputs, at_step
+
+
+def test_only_a_run_that_went_quiet_reports_actors_that_can_never_fire(write_flow, tmp_path):
+    """`stuck` says an actor can never fire: true only when the run went quiet by itself, and only
+    when every one of its actions lacks an input (one action may wait on a port another does not)."""
+    from flowtape.loader import load_flow
+    from flowtape.runner import execute
+
+    flow = load_flow(write_flow('''
+        from flowtape import Port, action, connect, task, workflow
+
+        @task
+        class Seeds:
+            class Ports:
+                Out = Port[int](direction="out")
+            i: int = 0
+
+            def action(self):
+                if self.i >= 3:
+                    return None
+                self.i += 1
+                return self.i
+
+        @task
+        class Loop:
+            class Ports:
+                Seed = Port[int](direction="in")
+                Back = Port[int](direction="in")
+                Next = Port[int](direction="out")
+                Done = Port[int](direction="out")
+
+            @action(consumes={"Back": 1}, produces={"Next": 1, "Done": 1})
+            def cont(self, n):
+                return {"Done": n} if n > 50 else {"Next": n * 2}
+
+            @action(consumes={"Seed": 1}, produces={"Next": 1})
+            def start(self, s):
+                return s
+
+        @workflow
+        def main():
+            seeds = Seeds()
+            loop = Loop()
+            connect(seeds.Out, loop.Seed)
+            connect(loop.Next, loop.Back)
+            connect(loop.Done, "Done")
+    '''))
+    done = execute(flow, max_workers=1, runs_dir=tmp_path)
+    assert done.status == "succeeded" and sorted(done.outputs["Done"]) == [64, 64, 96] and done.stuck == []
+    stopped = execute(flow, max_workers=1, runs_dir=tmp_path, max_steps=4)
+    assert stopped.status == "stopped" and stopped.leftovers and stopped.stuck == []  # it was stopped, not stuck

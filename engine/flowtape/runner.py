@@ -83,17 +83,27 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
             )
 
 
-def _stuck(net: Network) -> tuple[list[tuple[str, int]], list[str]]:
+def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[str]]:
+    """Tokens left in queues with a consumer, and, when the run went quiet (`quiet`: it was not
+    stopped and did not fail), the actors that hold tokens yet can never fire: every one of their
+    actions lacks an input that nothing will fill any more."""
     leftovers = [(q.id, len(q.items)) for q in net.queues if q.consumer is not None and q.items]
     stuck: list[str] = []
-    for actor in net.actors:
-        if not actor.inputs or actor.control:
+    for actor in net.actors if quiet else ():
+        if not actor.inputs or actor.control or not any(q.items for q in actor.inputs.values()):
             continue
-        have = [p for p, q in actor.inputs.items() if q.items]
-        empty = [p for p, q in actor.inputs.items() if not q.items]
-        if have and empty:
-            holding = ", ".join(f"{p!r} holds {len(actor.inputs[p].items)}" for p in have)
-            stuck.append(f"{actor.path} can never fire: it waits on {', '.join(map(repr, empty))} ({holding})")
+        actions = actor.spec.actions if actor.spec is not None else []
+        wants = [(a.name, a.consumes) for a in actions] or [("", dict.fromkeys(actor.inputs, 1))]
+        lacking = [(name, [p for p, n in consumes.items() if p in actor.inputs and len(actor.inputs[p].items) < n])
+                   for name, consumes in wants]
+        if not all(missing for _, missing in lacking):
+            continue  # some action has its inputs: its guard said no, which is no wait on a queue
+        holding = ", ".join(f"{p!r} holds {len(q.items)}" for p, q in actor.inputs.items() if q.items)
+        if len(lacking) == 1:
+            waits = ", ".join(map(repr, lacking[0][1]))
+        else:
+            waits = "; ".join(f"{name} on {', '.join(map(repr, missing))}" for name, missing in lacking)
+        stuck.append(f"{actor.path} can never fire: it waits on {waits} ({holding})")
     return leftovers, stuck
 
 
@@ -289,7 +299,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         if engine.broken is not None:
             status = "failed"
             error = ErrorInfo(message=f"Flowtape could not go on: {type(engine.broken).__name__}: {engine.broken}")
-        leftovers, stuck = _stuck(net)
+        leftovers, stuck = _stuck(net, status == "succeeded")
         end = End(
             status=status, outputs=outputs_raw, steps=engine.steps, firings=engine.seq, finishedAt=now_iso(),
             error=error, replayStopped=list(engine.diverged), leftovers=leftovers, stuck=stuck,
