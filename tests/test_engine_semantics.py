@@ -1432,3 +1432,31 @@ def test_only_a_run_that_went_quiet_reports_actors_that_can_never_fire(write_flo
     assert done.status == "succeeded" and sorted(done.outputs["Done"]) == [64, 64, 96] and done.stuck == []
     stopped = execute(flow, max_workers=1, runs_dir=tmp_path, max_steps=4)
     assert stopped.status == "stopped" and stopped.leftovers and stopped.stuck == []  # it was stopped, not stuck
+
+
+def test_hasattr_and_getattr_with_a_default_work_inside_an_action(write_flow, tmp_path):
+    """As on any object (and in wfpy): an attribute a task does not have is no error to look for."""
+    from flowtape.loader import load_flow
+    from flowtape.runner import execute
+
+    flow = load_flow(write_flow('''
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class Count:
+            class Ports:
+                In = Port[int](direction="in")
+                Out = Port[int](direction="out")
+
+            def action(self, x):
+                self.seen = getattr(self, "seen", 0) + 1
+                return self.seen if hasattr(self, "seen") and not hasattr(self, "nope") else -1
+
+        @workflow(inputs={"In": int})
+        def main():
+            c = Count()
+            connect("In", c.In)
+            connect(c.Out, "Out")
+    '''))
+    result = execute(flow, {"In": 5}, runs_dir=tmp_path)
+    assert result.status == "succeeded" and result.outputs == {"Out": [1]}

@@ -18,6 +18,12 @@ class FlowError(FlowtapeError):
         super().__init__(f"{where}{message}")
 
 
+class NoSuchPort(FlowError, AttributeError):
+    """An attribute a task does not have is taken for a port it does not have: a wiring mistake
+    while building, and still an AttributeError, so `hasattr` and `getattr(obj, name, default)`
+    inside an action answer as they do on any object (as in wfpy)."""
+
+
 class RunFailed(FlowtapeError):
     """An actor raised: the run failed. Names the actor path, its firing number and source lines."""
 

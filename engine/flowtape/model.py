@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FlowError
+from .errors import FlowError, NoSuchPort
 from .ports import PortRef, PortSpec, collect_ports
 from .schedules import STATE_ATTR, Schedule, by_priority, collect_schedule
 from .source import Site, caller_site, class_site
@@ -227,7 +227,7 @@ def _install_instance_hooks(cls: type, spec: TaskSpec) -> None:
         if port is None:
             names = ", ".join(spec.ports) or "none"
             site = caller_site()
-            raise FlowError(f"{spec.name} has no port {name!r} (its ports: {names})", site.file, site.line)
+            raise NoSuchPort(f"{spec.name} has no port {name!r} (its ports: {names})", site.file, site.line)
         return PortRef(self, port.port_name, port.is_output, port.type)
 
     cls.__init__ = __init__  # type: ignore[misc]
