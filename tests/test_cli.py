@@ -362,3 +362,15 @@ def test_a_flow_that_exits_as_it_is_imported_or_is_no_py_file_is_said(cli, tmp_p
     (tmp_path / "flowtxt").write_text("x = 1\n")
     code, _, err = cli("run", str(tmp_path / "flowtxt"))
     assert code == 2 and "a flow file's name ends in .py" in err
+
+
+def test_show_prints_tagged_outputs_as_values(cli, tmp_path):
+    (tmp_path / "tup.py").write_text(
+        "from flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass T:\n    class Ports:\n        Out = Port[tuple](direction='out')\n\n    i: int = 0\n\n"
+        "    def action(self):\n        if self.i:\n            return None\n        self.i = 1\n        return (1, {2, 3})\n\n\n"
+        "@workflow\ndef main():\n    t = T()\n    connect(t.Out, 'Out')\n"
+    )
+    cli("run", str(tmp_path / "tup.py"), "--run-id", "t1")
+    code, out, _ = cli("show", "t1")
+    assert code == 0 and out.splitlines()[-1] == "succeeded · outputs {'Out': [(1, {2, 3})]}"

@@ -19,7 +19,7 @@ from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, Us
 from .rundir import DEFAULT_RUNS_DIR, TAPE, list_runs, process_alive, read_summary, resolve_run
 from .runner import MAX_WORKERS
 from .seek import last_step_number
-from .values import preview
+from .values import preview, preview_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 OUTPUT_CHARS = 10_000  # per output port, in text mode
@@ -206,7 +206,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             mark = "  [replayed]" if record.replayed else ""
             _say(f"  {record.step:>5} · {record.actor} · fire {record.fireCount} · seq {record.journalSeq}{mark}")
     if end is not None:
-        _say(f"{end.status} · outputs {preview(msgspec.json.decode(end.outputs), 2000)}")
+        _say(f"{end.status} · outputs {preview_json(msgspec.json.decode(end.outputs), 2000)}")
         if end.error is not None:
             _say(f"error: {end.error.message}")
     else:
