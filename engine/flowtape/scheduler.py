@@ -601,10 +601,12 @@ def final_state(engine: Engine) -> Final | None:
 def error_info(failure: Failure) -> ErrorInfo:
     actor = failure.actor
     exc = failure.exc
-    message = str(exc) if isinstance(exc, FlowtapeError) else f"{type(exc).__name__}: {exc}"
     site = actor.node.created_at
     where = f" (created at {site.file}:{site.line})" if site.line else ""
     raised = failure.raised
+    message = str(exc) if isinstance(exc, FlowtapeError) else f"{type(exc).__name__}: {exc}"
+    if raised is not None and not isinstance(exc, FlowtapeError):  # the line that raised, as a traceback would
+        message += f" (line {raised.line})" if raised.file == site.file else f" ({raised.file}:{raised.line})"
     return ErrorInfo(
         message=f"{actor.path} failed on firing {failure.fire_count}{where}: {message}",
         actor=actor.path,

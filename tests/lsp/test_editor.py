@@ -84,7 +84,8 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     (error,) = diags
     assert error.severity == lsp.DiagnosticSeverity.Error
     assert error.range.start.line == line_of(flow, "picky = Picky()")
-    assert error.message == f"run {run['runId']} failed: picky firing 2: ValueError: two is not allowed"
+    raised = line_of(flow, "raise ValueError") + 1
+    assert error.message == f"run {run['runId']} failed: picky firing 2: ValueError: two is not allowed (line {raised})"
     assert error.related_information and error.related_information[0].location.range.start.line == line_of(flow, "raise ValueError")
     # the step before the failure: every actor with its fire count, a stateless one with no state
     detail = await request(client, "flowtape/stepDetail", {"runId": run["runId"], "step": 2})
