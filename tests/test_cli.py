@@ -120,7 +120,8 @@ def test_show_a_step(cli):
     text = "\n".join(lines)
     assert "numbers.Out->double.In: 1" in text  # took the first number
     assert "double.Out->add_one.In: 2" in text  # put its double
-    assert "numbers: {'_next': 2}" in text  # state after the step: numbers has emitted only 1
+    assert "numbers: fired 1 · {'_next': 2}" in text  # state after the step: numbers has emitted only 1
+    assert "double: fired 1 · no state kept" in text and "add_one: fired 0 · no state kept" in text
 
 
 def test_verify(cli):

@@ -24,7 +24,7 @@ class StepDetail:
     taken: list[tuple[str, list[str]]]
     put: list[tuple[str, list[str]]]
     queues: list[tuple[str, int, list[str]]]
-    states: list[tuple[str, str]]
+    states: list[tuple[str, int, str | None]]  # every actor: path, fire count, state (None: it keeps none)
     chat: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -78,7 +78,11 @@ def _describe(rebuild: Rebuild, step: Step, pending: list[tuple[Firing, list[tup
     taken = [(names[i], _previews(tokens)) for f, took in pending for i, tokens in took]
     put = [(names[i], _previews(tokens)) for f, _ in pending for i, tokens in f.produced]
     queues = [(names[i], len(q), _previews(list(q)[:5])) for i, q in enumerate(rebuild.queues)]
-    states = [(path, preview_json(msgspec.json.decode(raw), 200)) for path, raw in sorted(rebuild.states.items())]
+    states = [
+        (a.path, rebuild.fire_counts.get(a.path, 0),
+         preview_json(msgspec.json.decode(rebuild.states[a.path]), 200) if a.path in rebuild.states else None)
+        for a in rebuild.header.actors
+    ]
     chat = [(f.actor, preview_json(msgspec.json.decode(f.chat), 300)) for f, _ in pending if f.chat]
     return StepDetail(step, [f for f, _ in pending], taken, put, queues, states, chat)
 
@@ -92,8 +96,8 @@ def format_detail(detail: StepDetail) -> str:
     lines += [f"    {q}: {', '.join(t)}" for q, t in detail.put] or ["    nothing"]
     lines.append("  queues after the step:")
     lines += [f"    {q}: {n}" + (f"  [{', '.join(t)}{', …' if n > len(t) else ''}]" if n else "") for q, n, t in detail.queues]
-    lines.append("  actor state after the step:")
-    lines += [f"    {a}: {st}" for a, st in detail.states] or ["    (no state)"]
+    lines.append("  every actor after the step (fire count, state):")
+    lines += [f"    {a}: fired {n} · {'no state kept' if st is None else st}" for a, n, st in detail.states]
     for actor, chat in detail.chat:
         lines.append(f"  chat added by {actor}: {chat}")
     return "\n".join(lines)
