@@ -773,3 +773,132 @@ def test_parameters_an_actor_changes_are_state_and_come_back_on_resume(write_flo
     for at_step in range(fresh.steps + 1):
         resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=at_step)
         assert resumed.outputs == fresh.outputs and resumed.steps == fresh.steps, at_step
+
+
+KEPT = '''
+from flowtape import Port, connect, task, workflow
+
+
+class Missing:
+    """A sentinel: compared by identity."""
+
+
+MISSING = Missing()
+
+
+@task
+class Flip:
+    flag: bool  # given anew each firing, back to the very object given every other time
+    marker: object  # never changed: a resume keeps the very object given
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, x):
+        self.flag = not self.flag
+        if x % 3 == 1:
+            self.scratch = x  # an attribute one firing makes ...
+        elif hasattr(self, "scratch"):
+            del self.scratch  # ... and the next one deletes
+        return [x, self.flag, self.marker is MISSING, hasattr(self, "scratch")]
+
+
+@task
+class Src:
+    class Ports:
+        Out = Port[int](direction="out")
+    i: int = 0
+
+    def action(self):
+        if self.i >= 6:
+            return None
+        self.i += 1
+        return self.i
+
+
+@workflow
+def main():
+    src = Src()
+    flip = Flip(flag=True, marker=MISSING)
+    connect(src.Out, flip.In)
+    connect(flip.Out, "Out")
+'''
+
+
+def test_a_resume_restores_parameters_given_back_deleted_fields_and_keeps_untouched_objects(write_flow, tmp_path, resume_path):
+    path = write_flow(KEPT)
+    fresh = execute(load_flow(path), max_workers=1, runs_dir=tmp_path)
+    assert [out[1:] for out in fresh.outputs["Out"]] == [
+        [False, True, True], [True, True, False], [False, True, False], [True, True, True], [False, True, False], [True, True, False]]
+    for at_step in range(fresh.steps + 1):
+        resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=at_step)
+        assert resumed.outputs == fresh.outputs, (resume_path, at_step)
+
+
+SHARED = '''
+from flowtape import Port, action, connect, task, workflow
+
+
+class Registry:
+    def __init__(self):
+        self.names = []
+
+
+REG = Registry()
+BIG = list(range(5000))  # more than is watched at every firing
+
+
+@task
+class Writer:
+    reg: Registry
+    big: list
+    i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @action(consumes={})
+    def go(self):
+        if self.i >= 3:
+            return None
+        self.i += 1
+        self.reg.names.append(self.i)  # the object a Reader was given too
+        if self.i == 3:
+            self.big.append(-1)
+        return self.i
+
+
+@task
+class Reader:
+    reg: Registry
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[list](direction="out")
+
+    def action(self, x):
+        return list(self.reg.names)
+
+
+@workflow
+def main():
+    w = Writer(reg=REG, big=BIG)
+    r = Reader(reg=REG)
+    connect(w.Out, r.In)
+    connect(r.Out, "Out")
+'''
+
+
+def test_a_parameter_object_actors_share_is_not_replayed_and_a_big_one_is_checked_at_the_end(write_flow, tmp_path):
+    """Per-actor state cannot hold one object two actors share: a firing that changes it is
+    notReplayable (a resume says so and runs it live). A parameter too big to encode at every
+    firing is checked once, at the end, and a change is a warning."""
+    path = write_flow(SHARED)
+    fresh = execute(load_flow(path), max_workers=1, runs_dir=tmp_path)
+    assert fresh.outputs == {"Out": [[1], [1, 2], [1, 2, 3]]}
+    reasons = [f.notReplayable for f in tape_of(fresh).firings() if f.actor == "w"]
+    assert all(r and "w.reg changed, and it is the very object r.reg is too" in r for r in reasons)
+    assert len(fresh.warnings) == 1 and "parameter w.big (" in fresh.warnings[0] and "a resume would not see it" in fresh.warnings[0]
+    resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=2)
+    assert resumed.replay_stopped and "very object" in resumed.replay_stopped[0].reason

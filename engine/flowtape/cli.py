@@ -131,6 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"leftover: {count} token(s) in {qid}", file=sys.stderr)
         for line in result.stuck:
             print(f"stuck: {line}", file=sys.stderr)
+    for line in result.warnings:
+        print(f"flowtape: warning: {line}", file=sys.stderr)
     if result.status == "failed" and result.error is not None:
         print(f"flowtape: {result.error.message}", file=sys.stderr)
         if args.verbose and result.error.traceback:

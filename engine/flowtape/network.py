@@ -21,6 +21,7 @@ from .values import NotEncodable, encode
 LAZY: Any = object()
 Item = tuple[Any, Any]  # (value, encoding as bytes or msgspec.Raw)
 IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
+WATCH_LIMIT = 16 << 10  # bytes: a parameter this big encoded is checked for changes after every firing
 
 
 def own_copy(item: Item) -> Item:
@@ -31,14 +32,19 @@ def own_copy(item: Item) -> Item:
     return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
 
 
-def not_state(spec: TaskSpec, obj: Any) -> tuple[frozenset[str], tuple[tuple[str, Any], ...]]:
-    """What of an actor's attributes is no state: Flowtape's own fields, and the parameters that
-    cannot change in place (watched instead for being reassigned: `settled`) or cannot be saved at
-    all. A parameter that can change in place (a list, a dict, an object) is state like any field:
-    an actor that pops from the list it was given must find it popped after a resume."""
+def parameters(spec: TaskSpec, obj: Any) -> tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any, bytes], ...], tuple[tuple[str, Any, bytes], ...]]:
+    """An actor's parameters as given, to tell when one changes: those that cannot change in
+    place (`settled`: only being given anew changes them) and those that can (`watched`, with
+    their encoding: an actor that pops from the list it was given changes it). A changed
+    parameter is state from then on, recorded and restored by a resume; one never changed stays
+    out, so that a resume keeps the very object given (a sentinel, a registry). One that cannot be
+    saved (a client, a lock) is not watched at all, and one bigger than WATCH_LIMIT encoded is
+    only checked at the end of the run (`unwatched`: encoding it at every firing would cost more
+    than most firings)."""
     attrs = getattr(obj, "__dict__", {})
-    fixed = set(spec.fixed_attrs)
-    settled = []
+    settled: list[tuple[str, Any]] = []
+    watched: list[tuple[str, Any, bytes]] = []
+    unwatched: list[tuple[str, Any, bytes]] = []
     for name in spec.parameters:
         if name not in attrs:
             continue
@@ -47,11 +53,24 @@ def not_state(spec: TaskSpec, obj: Any) -> tuple[frozenset[str], tuple[tuple[str
             settled.append((name, value))
             continue
         try:
-            encode(value)
+            enc = encode(value)
         except NotEncodable:
-            continue  # (a client, a lock...): cannot be recorded, so it stays out of the state
-        fixed.discard(name)
-    return frozenset(fixed), tuple(settled)
+            continue
+        (watched if len(enc) <= WATCH_LIMIT else unwatched).append((name, value, enc))
+    return tuple(settled), tuple(watched), tuple(unwatched)
+
+
+def _mark_shared(actors: list[Actor]) -> None:
+    """A watched parameter object given to several actors: a resume restores each actor's copy,
+    not one object they share, so a change to it cannot be replayed (see scheduler._state)."""
+    holders: dict[int, list[tuple[Actor, str]]] = {}
+    for actor in actors:
+        for name, value, _ in actor.watched:
+            holders.setdefault(id(value), []).append((actor, name))
+    for group in holders.values():
+        if len(group) > 1:
+            for actor, name in group:
+                actor.shared[name] = ", ".join(f"{a.path}.{n}" for a, n in group if (a, n) != (actor, name))
 
 
 def _frozen(value: Any, depth: int) -> bool:
@@ -103,8 +122,12 @@ class Actor:
     iterator: Any = None
     static_used: bool = False
     # scheduling and tape bookkeeping
-    fixed: frozenset[str] = frozenset()  # attributes that are no state (see `not_state`)
-    settled: tuple[tuple[str, Any], ...] = ()  # parameters that cannot change in place, as first given
+    fixed: frozenset[str] = frozenset()  # parameters and Flowtape's own fields: state only once changed
+    settled: tuple[tuple[str, Any], ...] = ()  # parameters that cannot change in place, as given
+    watched: tuple[tuple[str, Any, bytes], ...] = ()  # parameters that can, as given and encoded then
+    unwatched: tuple[tuple[str, Any, bytes], ...] = ()  # ones too big to encode at every firing
+    shared: dict[str, str] = field(default_factory=dict)  # watched ones another actor was given too: who
+    given: set[str] = field(default_factory=set)  # parameters changed so far: state from then on
     state_enc: bytes = b""
     dirty: bool = False
     running: bool = False
@@ -171,7 +194,8 @@ class _Builder:
         for node in graph.nodes:
             actor = Actor(f"{prefix}/{node.name}" if prefix else node.name, node, spec_of(node.obj), owner, len(self.actors))
             if actor.spec is not None:
-                actor.fixed, actor.settled = not_state(actor.spec, node.obj)
+                actor.fixed = actor.spec.fixed_attrs
+                actor.settled, actor.watched, actor.unwatched = parameters(actor.spec, node.obj)
             self.actors.append(actor)
             local[id(node)] = actor
         for node in graph.nodes:
@@ -222,6 +246,7 @@ def build_network(graph: Graph) -> Network:
         outputs[name] = builder.queue(f"{ROOT}.{name}", None, name)
         out_targets[name] = [outputs[name]]
     top, seeds = builder.build(graph, "", None, out_targets)
+    _mark_shared(builder.actors)
     for actor in builder.actors:
         seen: set[int] = set()
         for targets in actor.outputs.values():

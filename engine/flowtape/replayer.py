@@ -25,10 +25,7 @@ def restore(engine: Engine, snapshot: Any) -> None:
             actor.fire_count = count
             actor.static_used = count > 0
         for path, raw in snapshot.states.items():
-            actor = engine.net.by_path[path]
-            for key, value in value_of((LAZY, raw)).items():
-                setattr(actor.obj, key, value)
-            actor.state_enc = bytes(raw)
+            set_state(engine.net.by_path[path], raw)
         engine.chats_since = {path: list(chats) for path, chats in snapshot.chats_since.items()}
         engine.outputs_checkpointed.update(snapshot.outputs_checkpointed)
         for path, chats in snapshot.chats.items():
@@ -73,13 +70,24 @@ def replay_plan(engine: Engine, actor: Actor, entry: Any) -> Plan | None:
     actor.replay.popleft()
     return Plan(None, takes, entry=entry)
 
+def set_state(actor: Actor, raw: Any) -> None:
+    """Put an actor's recorded state back: its fields as recorded (one the firing deleted goes),
+    and the parameters it had changed by then (those it had not keep the very object given)."""
+    state = value_of((LAZY, raw))
+    attrs = actor.obj.__dict__
+    for key in [k for k in attrs if k not in actor.fixed and k not in state]:
+        del attrs[key]
+    for key, value in state.items():
+        setattr(actor.obj, key, value)
+    actor.given = {key for key in state if key in actor.fixed}
+    actor.state_enc = bytes(raw)
+
+
 def commit_replayed(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
     """A replayed firing puts the recorded tokens and restores the recorded state and chat."""
     entry = plan.entry
     if entry.state is not None:
-        for key, value in value_of((LAZY, entry.state)).items():
-            setattr(actor.obj, key, value)
-        actor.state_enc = bytes(entry.state)
+        set_state(actor, entry.state)
     if entry.chat is not None:
         history = getattr(actor.obj, "chat_history", None)
         if isinstance(history, list):

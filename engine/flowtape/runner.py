@@ -53,6 +53,24 @@ class RunResult:
     replay_stopped: list[Diverged] = field(default_factory=list)
     leftovers: list[tuple[str, int]] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _big_parameters_changed(net: Network) -> list[str]:
+    """Parameters too big to watch at every firing (network.WATCH_LIMIT) that changed anyway."""
+    said = []
+    for actor in net.actors:
+        for name, value, enc in actor.unwatched:
+            now = actor.obj.__dict__.get(name)
+            try:
+                changed = now is not value or encode(now) != enc
+            except NotEncodable:
+                changed = True
+            if changed:
+                said.append(f"parameter {actor.path}.{name} ({len(enc) >> 10} KB) changed during the run, but one that "
+                            "big is not watched at every firing: the tape does not hold the change and a resume would "
+                            "not see it (keep data an actor changes in a field with a default)")
+    return said
 
 
 def fingerprint(net: Network) -> str:
@@ -325,7 +343,8 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         summary.pid = None
         write_summary(run_dir, summary)
     return RunResult(
-        status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), leftovers, stuck
+        status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), leftovers, stuck,
+        _big_parameters_changed(net),
     )
 
 

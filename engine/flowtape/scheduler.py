@@ -392,17 +392,18 @@ class Engine:
             return None, None
         attrs = actor.obj.__dict__
         fixed = actor.fixed
-        if len(attrs) == len(fixed) and not actor.state_enc:
+        if len(attrs) == len(fixed) and not actor.state_enc and not actor.watched:
             for name, value in actor.settled:
                 if attrs[name] is not value:
                     break
             else:
                 return None, None  # a stateless actor: nothing but parameters as given and Flowtape's own fields
         state = {k: v for k, v in attrs.items() if k not in fixed}
-        for name, value in actor.settled:
-            if attrs.get(name, value) is not value:  # a parameter given anew: state from now on
-                state[name] = attrs[name]
         try:
+            if actor.settled or actor.watched:
+                shared = _changed_parameters(actor, attrs, state)
+                if shared is not None:
+                    return None, shared
             enc = encode(state)
         except NotEncodable:
             return None, _state_problem(actor.path, state)
@@ -566,6 +567,24 @@ class Engine:
             self.failure = Failure(actor, fire_count, exc, tb, raised)
         self.cond.notify_all()
 
+
+
+def _changed_parameters(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str | None:
+    """Add to `state` the parameters changed so far: given anew, or (`watched`) changed in place.
+    A changed one that other actors were given too makes the firing unreplayable: the reason."""
+    given = actor.given
+    for name, value in actor.settled:
+        if name in given or attrs.get(name, value) is not value:
+            given.add(name)
+            state[name] = attrs.get(name)
+    for name, value, enc in actor.watched:
+        if name in given or attrs.get(name, value) is not value or encode(attrs[name]) != enc:
+            if name in actor.shared:
+                return (f"{actor.path}.{name} changed, and it is the very object {actor.shared[name]} is too: "
+                        "a resume restores each actor's own copy, never an object actors share")
+            given.add(name)
+            state[name] = attrs.get(name)
+    return None
 
 
 def _copy(value: Any) -> Any:

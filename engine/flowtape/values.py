@@ -267,7 +267,7 @@ def _dict(v: dict[Any, Any], d: int, active: set[int], attrs: bool = False) -> o
 
 def _set(v: set[Any] | frozenset[Any], d: int, active: set[int]) -> object:
     items = _list(v, d, active)
-    items.sort(key=_enc_sorted)  # set iteration order depends on hashing; the tape must not
+    items.sort(key=_canonical_item)  # set iteration order depends on hashing; the tape must not
     return {TAG: "set" if type(v) is set else "frozenset", "v": items}
 
 
@@ -346,11 +346,18 @@ def _sorted_pairs(data: Any) -> Any:
         return [_sorted_pairs(x) for x in data]
     if t is not dict:
         return data
-    if data.get(TAG) == "dict" and type(data.get("v")) is list:
+    tag = data.get(TAG)
+    if tag == "dict" and type(data.get("v")) is list:
         pairs = [_sorted_pairs(p) for p in data["v"]]
         pairs.sort(key=lambda p: _enc_sorted(p[0]) if type(p) is list and p else b"")
         return {**data, "v": pairs}
+    if tag in ("set", "frozenset") and type(data.get("v")) is list:  # (items holding dicts sort by canonical form)
+        return {**data, "v": sorted((_sorted_pairs(x) for x in data["v"]), key=_enc_sorted)}
     return {k: _sorted_pairs(x) for k, x in data.items()}
+
+
+def _canonical_item(item: object) -> bytes:
+    return _enc_sorted(_sorted_pairs(item))
 
 
 def from_json(data: Any) -> object:
