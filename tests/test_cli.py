@@ -375,3 +375,15 @@ def test_show_prints_tagged_outputs_as_values(cli, tmp_path):
     cli("run", str(tmp_path / "tup.py"), "--run-id", "t1")
     code, out, _ = cli("show", "t1")
     assert code == 0 and out.splitlines()[-1] == "succeeded · outputs {'Out': [(1, {2, 3})]}"
+
+
+def test_a_step_of_a_run_without_steps_says_so(cli, tmp_path):
+    (tmp_path / "idle.py").write_text(
+        "from flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass Idle:\n    class Ports:\n        Out = Port[int](direction='out')\n\n"
+        "    def action(self):\n        return None\n\n\n"
+        "@workflow\ndef main():\n    i = Idle()\n    connect(i.Out, 'Out')\n"
+    )
+    cli("run", str(tmp_path / "idle.py"), "--run-id", "idle")
+    code, _, err = cli("show", "idle", "--step", "1")
+    assert code == 2 and err == "flowtape: step 1 is out of range: run idle has no steps\n"

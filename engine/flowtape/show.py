@@ -47,7 +47,7 @@ def detail_of(run_dir: Path, number: int) -> StepDetail:
                 except (msgspec.DecodeError, msgspec.ValidationError):  # a last line over a megabyte
                     end = None
             if isinstance(end, End) and not 1 <= number <= end.steps:  # the sealed tape says, not run.json
-                raise UsageError(f"step {number} is out of range: run {summary.id} has steps 1 to {end.steps}")
+                raise UsageError(f"step {number} is out of range: run {summary.id} {steps_held(end.steps)}")
             at = at_step_from_checkpoints(path, header, number) if isinstance(header, Header) else None
             if at is not None:
                 return _describe(at.rebuild, at.step, at.firings)
@@ -61,12 +61,17 @@ def _last_line(fh: BinaryIO) -> bytes:
     return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
 
 
+def steps_held(total: int, low: int = 1) -> str:
+    """`has steps 1 to N`, or `has no steps` (for an out-of-range message)."""
+    return f"has steps {low} to {total}" if total >= low else "has no steps"
+
+
 def step_detail(tape: Tape, number: int) -> StepDetail:
     """Rebuild the run up to step `number` (1-based) and describe it."""
     header = tape.header
     total = sum(1 for line in tape.lines if isinstance(line.record, Step))
     if not 1 <= number <= total:
-        raise UsageError(f"step {number} is out of range: run {header.runId} has steps 1 to {total}")
+        raise UsageError(f"step {number} is out of range: run {header.runId} {steps_held(total)}")
     found = walk_to_step((line.record for line in tape.lines[1:]), Rebuild(header), number)
     if found is None:
         raise UsageError(f"step {number} not found")

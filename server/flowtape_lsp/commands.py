@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps, records_from
+from flowtape.show import steps_held
 from flowtape.tape import Firing, Step
 from flowtape.values import preview_json
 from lsprotocol import types as lsp
@@ -79,7 +80,7 @@ def _step_in_range(run: Run, step: int, low: int) -> None:
     total = run.index.steps
     if not low <= step <= total:
         live = " so far (the run is still going)" if run.live else ""
-        raise P.not_found(f"step {step} is out of range: run {run.run_id} has steps {low} to {total}{live}")
+        raise P.not_found(f"step {step} is out of range: run {run.run_id} {steps_held(total, low)}{live}")
 
 
 def last_firing_step(run: Run, actor: str) -> int | None:
@@ -199,7 +200,7 @@ def register(server: FlowtapeServer) -> None:
         index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
         total = index.steps if run.live or index.finished else _recorded_steps(run, index.steps)
         if p.from_ > total + 1:
-            raise P.not_found(f"step {p.from_} is out of range: run {run.run_id} has steps 1 to {total}")
+            raise P.not_found(f"step {p.from_} is out of range: run {run.run_id} {steps_held(total)}")
         if p.from_ > index.steps:  # past what was read so far: read the rest
             index = await manager.ready(run)
         steps = await asyncio.to_thread(index.read_steps, p.from_, p.limit)
@@ -221,7 +222,7 @@ def register(server: FlowtapeServer) -> None:
             fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)  # its last step
             total = _recorded_steps(run, 0)
             if fast is None and total and not 1 <= p.step <= total:
-                raise P.not_found(f"step {p.step} is out of range: run {run.run_id} has steps 1 to {total}")
+                raise P.not_found(f"step {p.step} is out of range: run {run.run_id} {steps_held(total)}")
             if fast is None:
                 index = await manager.ready(run, until_step=1)
                 if 1 <= p.step <= index.steps:  # what was read so far answers
