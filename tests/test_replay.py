@@ -454,6 +454,7 @@ def test_a_trusted_tape_is_resumed_from_its_nearest_checkpoint(chain, tmp_path, 
     from flowtape import tape as tape_module
 
     monkeypatch.setattr(tape_module, "COPY_CHUNK", copy_chunk)  # the prefix copied in many writes, or one
+    monkeypatch.setattr(trust, "MAC_CHUNK", copy_chunk)  # the seal checked in many pieces (a tape over 2 GiB), or one
     monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 3)
     monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
     original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
