@@ -163,3 +163,57 @@ def test_a_second_signal_stops_a_hung_firing_as_stopped_not_failed(tmp_path, wor
     assert isinstance(tape.end, End) and tape.end.status == "stopped" and tape.end.error is None
     assert [(f.actor, f.fireCount) for f in tape.firings() if f.actor == "stuck"] == [("stuck", 1), ("stuck", 2)]
     verify(run_dir / "tape.jsonl", warn=False)  # the end's picture leaves out the tokens the hung firing held
+
+
+HUNG_TOOL = '''
+from flowtape import Port, connect, task, tool, workflow
+
+
+@tool(cmd="sh", args=["-c", "sleep 300 & echo $! > {in.PidFile}; echo started > {out.Out}; wait"])
+class Sleeper:
+    class Ports:
+        PidFile = Port[str](direction="in")
+        Out = Port[str](direction="out")
+
+
+@workflow(inputs={"PidFile": str})
+def main():
+    s = Sleeper()
+    connect("PidFile", s.PidFile)
+    connect(s.Out, "Out")
+'''
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_stop_ends_a_tool_that_runs_on_after_the_grace_period(tmp_path, monkeypatch, workers):
+    """The first SIGTERM asks; a tool that does not end is interrupted when the grace period is
+    over, the run ends stopped, and nothing the tool started lives on."""
+    import threading
+
+    from flowtape import runner
+    from flowtape.loader import load_flow
+
+    monkeypatch.setattr(runner, "STOP_GRACE", 1.0)
+    flow = tmp_path / "sleeper.py"
+    flow.write_text(HUNG_TOOL, encoding="utf-8")
+    pid_file = tmp_path / "sleep.pid"
+
+    def stop_once_started() -> None:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_once_started, daemon=True).start()
+    began = time.monotonic()
+    result = runner.execute(load_flow(flow), {"PidFile": str(pid_file)}, max_workers=workers, runs_dir=tmp_path / "runs")
+    assert result.status == "stopped" and time.monotonic() - began < 15
+    sleeper = int(pid_file.read_text())
+    for _ in range(50):
+        if not Path(f"/proc/{sleeper}").exists() or Path(f"/proc/{sleeper}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the tool's child {sleeper} still runs")
+    verify(result.run_dir / "tape.jsonl", warn=False)

@@ -162,6 +162,6 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
     if spec.kind == "agent":
         answer, added = ask(spec, actor.obj, inputs)
         return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
-    stem = f"{actor.path.replace('/', '__')}__{actor.fire_count + 1}"
+    stem = f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
     written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem)
     return Outcome(list(written.items()))

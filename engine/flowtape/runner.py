@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from msgspec import Raw
 
-from . import __version__, trust
+from . import __version__, tools, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
 from .graph import Graph, WorkflowDef
 from .network import IMMUTABLE, LAZY, Item, Network, build_network
@@ -126,7 +126,9 @@ def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[str]]
 
 
 class _Signals:
-    """SIGTERM and Ctrl-C stop the run cleanly: the first asks, a second one interrupts."""
+    """SIGTERM and Ctrl-C stop the run cleanly: the first asks (no new firing starts), a second one
+    interrupts, and so does the end of the grace period after the first (STOP_GRACE): a firing
+    that does not end (a hung action, a tool that runs on) cannot keep the run from stopping."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -135,17 +137,20 @@ class _Signals:
 
     def __enter__(self) -> _Signals:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
                 self.previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.count += 1
         self.engine.stop_requested = True
-        if self.count > 1:
+        if self.count > 1 or signum == signal.SIGALRM:
             raise KeyboardInterrupt
+        signal.setitimer(signal.ITIMER_REAL, STOP_GRACE)
 
     def __exit__(self, *exc: object) -> None:
+        if self.previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
 
@@ -270,6 +275,8 @@ def execute(
                 interrupted = True
         except KeyboardInterrupt:  # a second signal while the last firings finish: end the tape now
             interrupted = True
+        if interrupted:
+            tools.stop_all()  # a tool a firing left running must not write into the run once it ended
     if plan is not None:
         gc.unfreeze()
     return _finish(engine, net, writer, run_dir, summary, interrupted)

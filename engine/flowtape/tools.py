@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,17 @@ class ToolFailed(RuntimeError):
     """The tool exited non-zero or could not start; the message carries the end of its stderr."""
 
 
-def _substitute(template: str, inputs: dict[str, Any], outputs: dict[str, str], params: dict[str, Any]) -> str:
+def _substitute(
+    template: str, inputs: dict[str, Any], outputs: dict[str, str], params: dict[str, Any], quote: bool = False
+) -> str:
+    """The template with its placeholders filled (each value shell-quoted with `quote`: a value is
+    never shell syntax, whatever it holds)."""
+
     def replace(match: re.Match[str]) -> str:
+        text = _value(match)
+        return shlex.quote(text) if quote else text
+
+    def _value(match: re.Match[str]) -> str:
         kind, name = match.group(1), match.group(2)
         table: dict[str, Any] = {"in": inputs, "out": outputs, "param": params}[kind]
         if name is None:
@@ -37,9 +49,26 @@ def _substitute(template: str, inputs: dict[str, Any], outputs: dict[str, str], 
     return _PLACEHOLDER.sub(replace, template)
 
 
-def _tail(text: str, lines: int = 8) -> str:
-    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return "\n".join(kept)
+def _tail(text: str, lines: int = 8, chars: int = 2000) -> str:
+    kept = "\n".join([line for line in text.strip().splitlines() if line.strip()][-lines:])
+    return kept if len(kept) <= chars else "…" + kept[-chars:]
+
+
+_running: set[subprocess.Popen[str]] = set()  # tools under way, for `stop_all`
+_running_lock = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every tool still running, with whatever it started (a run that ends leaves none)."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        _kill(proc)
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: its children go too
 
 
 def run_tool(
@@ -51,7 +80,7 @@ def run_tool(
     params = {name: getattr(obj, name, "") for name in spec.parameters}
     work_dir.mkdir(parents=True, exist_ok=True)
     outputs = {port: str(work_dir / f"{stem}__{port}{p.ext}") for port, p in spec.outputs.items()}
-    cmd = _substitute(config.cmd, inputs, outputs, params)
+    cmd = _substitute(config.cmd, inputs, outputs, params, quote=config.shell)
     args = [_substitute(a, inputs, outputs, params) for a in config.args]
     cwd = Path(config.cwd) if config.cwd else base_dir
     if not cwd.is_absolute():
@@ -59,20 +88,33 @@ def run_tool(
     executable = shutil.which(cmd, path=os.environ.get("PATH")) or (cmd if os.path.exists(cmd) else None)
     if executable is None and not config.shell:
         raise ToolFailed(f"tool command {cmd!r} not found on PATH")
-    argv: list[str] | str = [executable or cmd, *args]
-    if config.shell:
-        argv = shlex.join(argv)
+    # with shell=True the command is shell syntax (pipes, redirections); the args are values
+    argv: list[str] | str = " ".join([cmd, *map(shlex.quote, args)]) if config.shell else [executable or cmd, *args]
     env = {**os.environ, **config.env}
     try:
-        proc = subprocess.run(
-            argv, cwd=cwd, env=env, shell=config.shell, capture_output=True, text=True,
-            errors="replace", timeout=config.timeout,
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, shell=config.shell, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
         )
+    except OSError as exc:
+        raise ToolFailed(f"tool {cmd!r} could not start: {exc.strerror or exc}") from None
+    with _running_lock:
+        _running.add(proc)
+    try:
+        out, err = proc.communicate(timeout=config.timeout or None)
     except subprocess.TimeoutExpired:
         raise ToolFailed(f"tool {cmd!r} timed out after {config.timeout}s") from None
+    finally:  # timed out, interrupted (a second stop signal), or done: nothing it started lives on
+        _kill(proc)
+        proc.wait()
+        with _running_lock:
+            _running.discard(proc)
     if proc.returncode != 0:
-        said = _tail(proc.stderr) or _tail(proc.stdout) or "(no output)"
+        said = _tail(err) or _tail(out) or "(no output)"
         raise ToolFailed(f"tool {cmd!r} exited with code {proc.returncode}: {said}")
+    missing = [port for port, path in outputs.items() if not os.path.exists(path)]
+    if missing:
+        raise ToolFailed(f"tool {cmd!r} exited 0 but wrote no {', '.join(missing)} ({outputs[missing[0]]})")
     return outputs
 
 
