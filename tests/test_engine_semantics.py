@@ -1460,3 +1460,42 @@ def test_hasattr_and_getattr_with_a_default_work_inside_an_action(write_flow, tm
     '''))
     result = execute(flow, {"In": 5}, runs_dir=tmp_path)
     assert result.status == "succeeded" and result.outputs == {"Out": [1]}
+
+
+AGENT = '''
+from flowtape import Port, agent, connect, workflow
+
+
+@agent(prompt="count", transport="mock", mock_outputs={MOCKS})
+class Counter:
+    class Ports:
+        In = Port[list](direction="in")
+        Out = Port[int](direction="out")
+
+
+@workflow(inputs={"In": list})
+def main():
+    c = Counter()
+    connect("In", c.In)
+    connect(c.Out, "Out")
+'''
+
+
+def test_an_agent_chat_holds_the_values_whole_and_a_mock_for_no_port_is_an_error(write_flow, tmp_path):
+    """The chat is what a model would read: the inputs and answers as JSON, whole (not previews cut
+    at a few hundred characters). A mock answer for a port the agent does not have is a mistake."""
+    import json
+
+    from flowtape.loader import load_flow
+    from flowtape.runner import execute
+    from flowtape.tape import read_tape
+
+    long_list = list(range(300))
+    ok = execute(load_flow(write_flow(AGENT.replace("MOCKS", '"Out": 1'))), {"In": long_list}, runs_dir=tmp_path)
+    assert ok.status == "succeeded" and ok.outputs == {"Out": [1]}
+    (firing,) = [f for f in read_tape(ok.run_dir / "tape.jsonl").firings() if f.chat]
+    user, assistant = json.loads(bytes(firing.chat))
+    assert json.loads(user["content"].split("\n\n", 1)[1]) == {"In": long_list}
+    assert json.loads(assistant["content"]) == {"outputs": {"Out": 1}}
+    typo = execute(load_flow(write_flow(AGENT.replace("MOCKS", '"Outt": 1'), name="typo.py")), {"In": []}, runs_dir=tmp_path)
+    assert typo.status == "failed" and "mock_outputs names 'Outt', which is no output port of Counter" in typo.error.message

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from .model import TaskSpec
-from .values import preview
 
 
 def _synthesize(port: str, port_type: Any) -> Any:
@@ -23,13 +22,20 @@ def _synthesize(port: str, port_type: Any) -> Any:
     return f"mock:{port}"
 
 
-def _shown(value: Any) -> str:
-    return value if isinstance(value, str) else preview(value, 400)
+def _json(values: dict[str, Any]) -> str:
+    """Values as a model reads them: JSON, whole (sets and other non-JSON values as lists or text)."""
+    return json.dumps(values, ensure_ascii=False, default=lambda v: sorted(v, key=repr) if isinstance(v, (set, frozenset)) else str(v))
 
 
 def _payload(prompt: str, inputs: dict[str, Any]) -> str:
-    shown = {port: _shown(value) for port, value in inputs.items()}
-    return f"{prompt}\n\n{json.dumps(shown, ensure_ascii=False)}" if inputs else prompt
+    return f"{prompt}\n\n{_json(inputs)}" if inputs else prompt
+
+
+def _declared(spec: TaskSpec, ports: dict[str, Any], who: str) -> None:
+    unknown = [port for port in ports if port not in spec.outputs]
+    if unknown:
+        names = ", ".join(spec.outputs) or "none"
+        raise ValueError(f"{who} {', '.join(map(repr, unknown))}, which is no output port of {spec.name} (its outputs: {names})")
 
 
 def ask(spec: TaskSpec, obj: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
@@ -41,7 +47,9 @@ def ask(spec: TaskSpec, obj: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any
         answer = config.transport(config.prompt, dict(inputs), list(history))
         if not isinstance(answer, dict):
             answer = {port: answer for port in spec.outputs}
+        _declared(spec, answer, "its transport answered")
     else:
+        _declared(spec, config.mock_outputs, "mock_outputs names")
         answer = {}
         for port, declared in spec.outputs.items():
             if port in config.mock_outputs:
@@ -49,7 +57,7 @@ def ask(spec: TaskSpec, obj: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any
                 answer[port] = value(inputs) if callable(value) else value
             else:
                 answer[port] = _synthesize(port, declared.type)
-    reply = json.dumps({"outputs": {p: _shown(v) for p, v in answer.items()}}, ensure_ascii=False)
+    reply = _json({"outputs": answer})
     added = [{"role": "user", "content": _payload(config.prompt, inputs)}, {"role": "assistant", "content": reply}]
     history.extend(added)
     obj.chat_history = history
