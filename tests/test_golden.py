@@ -171,3 +171,22 @@ def test_golden_record_never_writes_over_a_flow_a_tape_or_another_file(tmp_path,
     golden = tmp_path / "chain.json"
     assert cli_main(["golden", "record", str(flow), str(golden)]) == 0
     assert cli_main(["golden", "record", str(flow), str(golden)]) == 0  # a golden file may be recorded again
+
+
+def test_a_golden_of_a_failing_flow_holds_no_path_of_the_checkout(tmp_path):
+    """The end's error names where the actor is created: relative to the flow's folder, so the
+    golden still matches in another checkout (CI)."""
+    import shutil
+
+    flow = tmp_path / "one" / "fails.py"
+    flow.parent.mkdir()
+    flow.write_text(
+        "from flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass Boom:\n    class Ports:\n        Out = Port[int](direction='out')\n\n"
+        "    def action(self):\n        raise ValueError('boom')\n\n\n"
+        "@workflow\ndef main():\n    b = Boom()\n    connect(b.Out, 'Out')\n"
+    )
+    data = record(load_module(flow).main, tmp_path / "one" / "fails.json")
+    assert data["end"]["error"] == "b failed on firing 1 (created at fails.py:15): ValueError: boom (line 10)"
+    shutil.copytree(tmp_path / "one", tmp_path / "two")
+    check(load_module(tmp_path / "two" / "fails.py").main, tmp_path / "two" / "fails.json")

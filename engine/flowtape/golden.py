@@ -77,8 +77,9 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
             firings = []
         elif isinstance(record, End):
             end = {"status": record.status, "outputs": msgspec.json.decode(plain(record.outputs)), "steps": record.steps}
-            if record.error is not None:
-                end["error"] = record.error.message.replace(str(result.run_dir), RUN_DIR)
+            if record.error is not None:  # (paths of the flow's folder are written relative: a checkout moves)
+                folder = str(Path(header.flowFile).parent) + "/"
+                end["error"] = record.error.message.replace(str(result.run_dir), RUN_DIR).replace(folder, "")
     return {"workflow": header.workflow, "inputs": msgspec.json.decode(header.inputs), "steps": steps, "end": end}
 
 
