@@ -327,3 +327,29 @@ def test_a_full_disk_fails_the_run_with_the_reason_and_keeps_what_was_written(ch
     tape, rebuild = verify(tmp_path / "full" / "tape.jsonl")  # what was written reads as a killed run's
     assert tape.end is None and rebuild.step >= 1
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_step_is_shown_with_its_own_firings_only(tmp_path):
+    """With several workers a nested workflow under way writes its inner firings while other
+    actors' steps are written: a step's detail lists the firings of its own top-level firing."""
+    from flowtape.seek import walk_to_step
+    from flowtape.tape import ActorInfo, Firing, Header, Step, graph_fingerprint
+    from msgspec import Raw
+    from flowtape.verify import Rebuild
+
+    actors = [ActorInfo("src", "task", "Src", "f.py", 1), ActorInfo("sub", "workflow", "inner", "f.py", 2),
+              ActorInfo("sub/leaf", "task", "Leaf", "f.py", 3)]
+    queues = ["$.Out"]
+    header = Header(version=4, runId="r", workflow="main", flowFile="f.py", graph=graph_fingerprint(actors, queues),
+                    actors=actors, queues=queues, inputs=Raw(b"{}"), flowtapeVersion="x", startedAt="t", maxWorkers=4)
+    records = [
+        Firing(seq=1, actor="sub", fireCount=1),
+        Firing(seq=2, actor="src", fireCount=1),
+        Step(step=1, actor="src", fireCount=1, journalSeq=2),
+        Firing(seq=3, actor="sub/leaf", fireCount=1, within=("sub", 1)),
+        Step(step=2, actor="sub", fireCount=1, journalSeq=3),
+    ]
+    first = walk_to_step(records, Rebuild(header, full_checks=False), 1)
+    assert first is not None and [(f.actor, f.fireCount) for f, _ in first.firings] == [("src", 1)]
+    second = walk_to_step(records, Rebuild(header, full_checks=False), 2)
+    assert second is not None and [(f.actor, f.fireCount) for f, _ in second.firings] == [("sub", 1), ("sub/leaf", 1)]

@@ -129,21 +129,28 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
 
 
 def walk_to_step(records: Iterable[Record], rebuild: Rebuild, number: int) -> AtStep | None:
-    """Apply `records` to `rebuild` up to step `number`: the run right after it, with the firings
-    written since the step before (what each took); None if the records end first."""
-    pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = []
+    """Apply `records` to `rebuild` up to step `number`: the run right after it, with the step's
+    firings (what each took); None if the records end first. A step's firings are those of its
+    top-level firing: with several workers, another firing under way may have written some of its
+    own (a nested workflow's) before this step's line."""
+    pending: dict[tuple[str, int], list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]]] = {}
     for record in records:
         rebuild.apply(Line(0, b"", record))
         if isinstance(record, Firing):
-            pending.append((record, rebuild.taken))
+            pending.setdefault(top_of(record), []).append((record, rebuild.taken))
         elif isinstance(record, Step):
+            mine = pending.pop((record.actor, record.fireCount), [])
             if record.step == number:
-                return AtStep(record, rebuild, pending)
+                return AtStep(record, rebuild, mine)
             if record.step > number:
                 return None
-            pending = []
         rebuild.chats.clear()  # a firing's chat is on its record; the history is not needed here
     return None
+
+
+def top_of(firing: Firing) -> tuple[str, int]:
+    """The top-level firing a firing belongs to: its step's actor and fire count."""
+    return (firing.within[0], firing.within[1]) if firing.within is not None else (firing.actor, firing.fireCount)
 
 
 class _Records:

@@ -18,7 +18,7 @@ from typing import Any, cast
 import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE
-from flowtape.seek import AtStep, records_from, walk_to_step
+from flowtape.seek import AtStep, records_from, top_of, walk_to_step
 from flowtape.tape import Chain, Diverged, End, Firing, Header, Line, Record, Step, gc_paused
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
@@ -162,7 +162,9 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
             rebuild.queues[index].extend(outputs.get(qid[2:], []))
     rebuild.states = dict(final.states)
     rebuild.fire_counts = dict(final.fireCounts)
-    firings = [r for r in found if isinstance(r, Firing)]
+    firings = [r for r in found if isinstance(r, Firing) and top_of(r) == (step.actor, step.fireCount)]
+    if step.kind in ("workflow", "loop", "if") and not any(f.actor == step.actor for f in firings):
+        return None  # the composite began before the step before: its firings are not all in the window
     taken = list(final.lastTaken)
     return AtStep(step, rebuild, [(f, taken if i == 0 else []) for i, f in enumerate(firings)])
 
