@@ -334,8 +334,8 @@ def test_a_step_is_shown_with_its_own_firings_only(tmp_path):
     actors' steps are written: a step's detail lists the firings of its own top-level firing."""
     from flowtape.seek import walk_to_step
     from flowtape.tape import ActorInfo, Firing, Header, Step, graph_fingerprint
-    from msgspec import Raw
     from flowtape.verify import Rebuild
+    from msgspec import Raw
 
     actors = [ActorInfo("src", "task", "Src", "f.py", 1), ActorInfo("sub", "workflow", "inner", "f.py", 2),
               ActorInfo("sub/leaf", "task", "Leaf", "f.py", 3)]
