@@ -338,3 +338,29 @@ def test_a_guard_that_raises_fails_its_actor_naming_the_guard_and_its_line(write
     line = line_of(flow, "GUARD")
     assert result.error.message.endswith(f"guard of ticks.tick raised ZeroDivisionError: division by zero (line {line})")
     assert result.error.raisedLine == line and result.error.actor == "ticks"
+
+
+@pytest.mark.parametrize("control", ["loop(None)", "if_()"])
+def test_a_loop_or_if_with_nothing_to_go_on_is_refused(write_flow, control):
+    flow = write_flow(f'''
+        from flowtape import Port, connect, if_, loop, task, workflow
+
+        @task
+        class Echo:
+            class Ports:
+                In = Port[int](direction="in")
+                Out = Port[int](direction="out")
+
+            def action(self, x):
+                return x
+
+        @workflow
+        def main():
+            c = {control}  # CONTROL
+            e = Echo()
+            connect(c.{"item" if control.startswith("loop") else "out"}, e.In)
+            connect(e.Out, "Out")
+    ''')
+    with pytest.raises(FlowError, match="has nothing to go on") as info:
+        load_flow(flow).build()
+    assert info.value.line == line_of(flow, "CONTROL")

@@ -422,6 +422,14 @@ def check(graph: Graph) -> None:
     for node in graph.nodes:
         have = wired.get(id(node), set())
         spec = spec_of(node.obj)
+        if isinstance(node.obj, (LoopControl, IfControl)):
+            port, given = ("iter", node.obj.iterable) if isinstance(node.obj, LoopControl) else ("cond", node.obj.condition)
+            if given is None and port not in have:
+                what = "loop(items)" if port == "iter" else "if_(condition)"
+                raise FlowError(
+                    f"{node.kind} {node.name} has nothing to go on: give {what}, or wire its {port!r} port",
+                    node.created_at.file, node.created_at.line,
+                )
         if spec is None:
             continue
         if spec.kind == "task":
