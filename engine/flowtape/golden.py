@@ -67,6 +67,7 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
             firings.append({
                 "actor": record.actor, "fireCount": record.fireCount, "consumed": consumed, "produced": produced,
                 **({"state": msgspec.json.decode(plain(record.state))} if record.state else {}),
+                **({"chat": msgspec.json.decode(plain(record.chat))} if record.chat else {}),  # an agent's prompt and answers
             })
         elif isinstance(record, Step):
             steps.append({
