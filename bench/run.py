@@ -48,6 +48,7 @@ FULL: dict[str, Any] = {
     "ft_n": {"chain": 2000, "fanout": 1400, "loop": 2000},  # 12,000 / 14,000 / 6,000 firings
     "wf_n": {"chain": 250, "fanout": 150, "loop": 300},  # 1,500 / 1,500 / 900 firings (wfpy is slow)
     "ft_reps": 5,
+    "wf_reps": 3,  # wfpy's time varies by a third from run to run: its best of a few, as for Flowtape
     "big_n": 16667,  # 6 x 16,667 = 100,002 firings
     "sleep_n": 33,  # 6 x 33 = 198 firings of 20 ms
     "sleep": 0.020,
@@ -57,6 +58,7 @@ QUICK: dict[str, Any] = {
     "ft_n": {"chain": 1000, "fanout": 700, "loop": 1000},
     "wf_n": {"chain": 100, "fanout": 60, "loop": 100},
     "ft_reps": 2,
+    "wf_reps": 1,
     "big_n": 3334,  # 20,004 firings
     "sleep_n": 10,  # 60 firings of 20 ms
     "sleep": 0.020,
@@ -240,8 +242,8 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
                 {"workers": workers, "tape": False, "out": str(out), "run_id": "off", "suffix_rep": True},
             ], reps=reps, label=f"{flow} workers={wl} tape on/off x{reps}")
             wf = b.child("wfpy", flow, wf_n, [
-                {"workers": workers, "out": str(b.work / "runs" / f"wf-{flow}-w{wl}"), "run_id": "fresh"},
-            ], label=f"{flow} workers={wl}")
+                {"workers": workers, "out": str(b.work / "runs" / f"wf-{flow}-w{wl}"), "run_id": "fresh", "suffix_rep": True},
+            ], reps=p["wf_reps"], label=f"{flow} workers={wl} x{p['wf_reps']}")
             on = ft["runs"][0] if ft else None
             off = ft["runs"][1] if ft else None
             wfr = wf["runs"][0] if wf else None
@@ -300,7 +302,7 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
     results["speed"] = data
     notes = [
         "firings/s = firings / seconds of the run() call; best of "
-        f"{reps} Flowtape runs (median beside it), one wfpy run.",
+        f"{reps} Flowtape runs (median beside it), best of {p['wf_reps']} wfpy run(s).",
         "wfpy runs on FEWER items (" + ", ".join(f"{f} {p['wf_n'][f]}" for f in FLOW_DEFS)
         + ") than Flowtape (" + ", ".join(f"{f} {p['ft_n'][f]}" for f in FLOW_DEFS)
         + "): the ratio compares rates, not times.",
