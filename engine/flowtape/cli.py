@@ -26,7 +26,11 @@ OUTPUT_CHARS = 10_000  # per output port, in text mode
 
 
 class _Parser(argparse.ArgumentParser):
+    json_asked = False  # `run --json` on the command line: a mistake in it is a JSON object too
+
     def error(self, message: str) -> Any:  # one line and exit 2, like every other usage error
+        if _Parser.json_asked:
+            sys.stdout.write(json.dumps({"status": "error", "error": message}) + "\n")
         self.exit(EXIT_USAGE, f"flowtape: {message}\n")
 
 
@@ -334,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    _Parser.json_asked = bool(words) and words[0] == "run" and "--json" in words
     args = build_parser().parse_args(argv)
     verbose = bool(getattr(args, "verbose", False))
     try:

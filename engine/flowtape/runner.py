@@ -192,7 +192,7 @@ def execute(
         seeded = {port: (LAZY, Raw(enc)) for port, enc in _raw_inputs(plan.inputs).items()}
         inputs_raw = plan.inputs
         if max_steps is not None and max_steps <= plan.at_step:
-            raise UsageError(f"max_steps {max_steps} is not above the step resumed at ({plan.at_step}): nothing would run")
+            raise UsageError(f"max_steps (--max-steps) {max_steps} is not above the step resumed at ({plan.at_step}): nothing would run")
         max_workers = max_workers or plan.max_workers or None  # the recorded pool: the same order again
     else:
         if at_step is not None:
