@@ -39,14 +39,16 @@ def _range(line: int | None, text_line: str | None = None) -> lsp.Range:
 def _syntax_error(text: str, file: str) -> lsp.Diagnostic | None:
     """The text's syntax error, where Python puts it (line and columns); compiling runs nothing."""
     try:
-        compile(text, file, "exec", dont_inherit=True)
+        # (not the file's own name: Python would place the error on the saved file's line instead)
+        compile(text, f"<{file}>", "exec", dont_inherit=True)
     except SyntaxError as exc:
+        lines = text.splitlines()
         line0 = max((exc.lineno or 1) - 1, 0)
         start = max((exc.offset or 1) - 1, 0)
         end_line = max((exc.end_lineno or exc.lineno or 1) - 1, line0)
         end = max((exc.end_offset or 0) - 1, start + 1) if end_line == line0 else max((exc.end_offset or 1) - 1, 0)
         return lsp.Diagnostic(
-            range=lsp.Range(lsp.Position(line0, start), lsp.Position(end_line, end)),
+            range=lsp.Range(lsp.Position(line0, _utf16(lines, line0, start)), lsp.Position(end_line, _utf16(lines, end_line, end))),
             message=f"syntax error: {exc.msg}", severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code=SYNTAX,
         )
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
@@ -55,10 +57,17 @@ def _syntax_error(text: str, file: str) -> lsp.Diagnostic | None:
     return None
 
 
+def _utf16(lines: list[str], line: int, column: int) -> int:
+    """A column in characters as LSP counts it, in UTF-16 code units (an emoji is two)."""
+    text = lines[line] if 0 <= line < len(lines) else ""
+    return len(text[:column].encode("utf-16-le")) // 2 + max(column - len(text), 0)
+
+
 class Diagnostics:
     def __init__(self, server: FlowtapeServer) -> None:
         self.server = server
-        self.load: dict[str, list[lsp.Diagnostic]] = {}  # flow uri -> its load errors
+        self.load: dict[str, list[lsp.Diagnostic]] = {}  # flow uri -> its load errors (the file as saved)
+        self.syntax: dict[str, list[lsp.Diagnostic]] = {}  # flow uri -> the open text's syntax error
         self.runs: dict[str, dict[str, list[lsp.Diagnostic]]] = {}  # flow uri -> target uri -> diagnostics
         self._checks: dict[str, asyncio.Task[None]] = {}
         self.published: set[str] = set()
@@ -66,7 +75,7 @@ class Diagnostics:
     # ---- publishing --------------------------------------------------------------------------------
 
     def _collect(self, uri: str) -> list[lsp.Diagnostic]:
-        found = list(self.load.get(uri, []))
+        found = list(self.syntax.get(uri, [])) + list(self.load.get(uri, []))
         for targets in self.runs.values():
             found.extend(targets.get(uri, []))
         return found
@@ -181,20 +190,17 @@ class Diagnostics:
         doc = self.server.workspace.text_documents.get(unquote(uri))
         text = doc.source if doc is not None else saved
         if "flowtape" not in text:  # not a flow file (any more): nothing to import, nothing to report
-            if self.load.pop(uri, None):
+            if self.load.pop(uri, None) or self.syntax.pop(uri, None):
                 self.publish({uri})
             return
         syntax = await asyncio.to_thread(_syntax_error, text, str(path))
-        if syntax is not None:
-            self.load[uri] = [syntax]
+        if (self.syntax.get(uri) or None) != ([syntax] if syntax else None):
+            self.syntax[uri] = [syntax] if syntax else []
             self.publish({uri})
-            return
-        if text != saved:  # the child imports what is saved: how unsaved text loads is seen on save
-            kept = [d for d in self.load.get(uri, []) if d.code != SYNTAX]
-            if kept != self.load.get(uri, []):
-                self.load[uri] = kept
-                self.publish({uri})
-            return
+        if syntax is not None and text == saved and self.load.pop(uri, None):
+            self.publish({uri})  # what is saved does not parse: an older load error of it is gone
+        if syntax is not None or text != saved:
+            return  # the child imports what is saved: how unsaved text loads is seen on save
         result = await self._run_checker(path)
         if result is None:
             return

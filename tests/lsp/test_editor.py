@@ -108,13 +108,16 @@ async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageC
     assert error.severity == lsp.DiagnosticSeverity.Error and error.code == "flow-error"
     assert error.range.start.line == line_of(flow, "connect(a.Out, b.In)")
     assert "type mismatch" in error.message
-    # a syntax error as it is typed, before any save: on its line and columns
-    broken = FLOW_MISWIRED.replace("b = A()", "b = A((")
+    # a syntax error as it is typed, before any save: on its line and columns (in UTF-16 units, as
+    # LSP counts them), beside the saved file's wiring error, which still stands
+    broken = FLOW_MISWIRED.replace("b = A()", "b = A() if '😀😀' else A((")
     change_doc(client, flow, broken, 2)
     diags = await diagnostics_for(client, uri, lambda ds: any("syntax error" in d.message for d in ds))
-    (error,) = diags
+    error, wiring = diags
     assert error.code == "syntax-error" and error.range.start.line == line_of(flow, "b = A()")
-    assert error.range.start.character == broken.splitlines()[error.range.start.line].index("((") + 1  # the one never closed
+    text = broken.splitlines()[error.range.start.line]
+    assert error.range.start.character == len(text[: text.index("((") + 1].encode("utf-16-le")) // 2  # the one never closed
+    assert wiring.code == "flow-error" and "type mismatch" in wiring.message
     # closed unsaved: the file as saved is checked again (the wiring error)
     client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
     diags = await diagnostics_for(client, uri, lambda ds: [d.code for d in ds] == ["flow-error"])
