@@ -53,12 +53,28 @@ class Unreadable:
         self.id, self.method, self.reason = msg_id, method, reason
 
 
+class NotARequest:
+    """A message whose `method` is no string: answered with -32600."""
+
+    jsonrpc = "2.0"
+
+    def __init__(self, msg_id: Any, reason: str) -> None:
+        self.id = msg_id if isinstance(msg_id, (int, str)) else None
+        self.reason = reason
+
+
 class FlowtapeProtocol(LanguageServerProtocol):
     initialized = False
+
+    def answer(self, msg_id: Any, error: Any) -> None:
+        """An error response, with `"id": null` when the message's id is unknown, as JSON-RPC asks."""
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error.to_response_error()})
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         if "jsonrpc" not in data or "method" not in data or "error" in data:
             return super().structure_message(data)  # a value inside a message, or a response
+        if not isinstance(data["method"], str):
+            return NotARequest(data.get("id"), f"its method is {type(data['method']).__name__} {data['method']!r}, not a string")
         kind = self.get_message_type(data["method"]) or (JsonRPCRequestMessage if "id" in data else JsonRPCNotification)
         try:
             return self._converter.structure(data, kind)
@@ -74,10 +90,13 @@ class FlowtapeProtocol(LanguageServerProtocol):
             else:
                 self._send_response(message.id, error=JsonRpcInvalidParams(message=reason).to_response_error())
             return
+        if isinstance(message, NotARequest):
+            self.answer(message.id, JsonRpcInvalidRequest(message=f"not a JSON-RPC request: {message.reason}"))
+            return
         method = getattr(message, "method", None)
         if not hasattr(message, "jsonrpc"):  # a batch, or not an object at all
-            self._send_response(None, error=JsonRpcInvalidRequest(  # type: ignore[arg-type]
-                message="not a JSON-RPC message (batches are not supported)").to_response_error())
+            what = "a batch (batches are not supported)" if isinstance(message, list) else f"a JSON {type(message).__name__}, not an object"
+            self.answer(None, JsonRpcInvalidRequest(message=f"not a JSON-RPC message: {what}"))
             return
         if self._shutdown and method != lsp.EXIT and getattr(message, "id", None) is not None and method:
             self._send_response(message.id, error=JsonRpcInvalidRequest(

@@ -59,7 +59,8 @@ class FlowtapeServer(LanguageServer):
         """A message that is not JSON gets the -32700 response JSON-RPC asks for (with no id: it
         could not be read), not a pop-up saying the server failed."""
         if isinstance(error, json.JSONDecodeError):
-            self.protocol._send_response(None, error=JsonRpcParseError(message=f"not JSON: {error}").to_response_error())  # type: ignore[arg-type]
+            assert isinstance(self.protocol, FlowtapeProtocol)
+            self.protocol.answer(None, JsonRpcParseError(message=f"not JSON: {error}"))
             return
         super().report_server_error(error, source)
 

@@ -109,7 +109,13 @@ def test_every_request_gets_an_answer(raw: Raw, tmp_path: Path) -> None:
         "command": "flowtape.run", "arguments": [{"uri": uri_of(tmp_path / ("a" * 5000 + ".py"))}]}))
     assert code == -32602 and "File name too long" in message
     raw.send([{"jsonrpc": "2.0", "id": 8, "method": "flowtape/runs"}])  # a batch
-    assert error_of(raw.wait(lambda m: "error" in m and m.get("id") is None))[0] == -32600
+    answer = raw.wait(lambda m: "error" in m and m.get("id") is None)
+    assert "id" in answer and error_of(answer) == (-32600, "not a JSON-RPC message: a batch (batches are not supported)")
+    raw.send(42)
+    answer = raw.wait(lambda m: "error" in m and m.get("id") is None)
+    assert "id" in answer and error_of(answer) == (-32600, "not a JSON-RPC message: a JSON int, not an object")
+    code, message = error_of(raw.ask(12, 7))  # a method that is no string
+    assert code == -32600 and "its method is int 7" in message
     assert error_of(raw.ask(9, "initialize", params={"processId": None, "capabilities": {}}))[0] == -32600
     assert raw.ask(10, "shutdown")["result"] is None
     assert error_of(raw.ask(11, "flowtape/runs"))[0] == -32600  # after shutdown
@@ -150,8 +156,9 @@ def test_a_message_that_is_not_json_is_answered_and_the_server_goes_on(raw: Raw,
     body = b'{"jsonrpc": "2.0", "id": 5, "method": '  # cut short
     raw.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     raw.proc.stdin.flush()
-    code, message = error_of(raw.wait(lambda m: "error" in m and m.get("id") is None))
-    assert code == -32700 and "not JSON" in message
+    answer = raw.wait(lambda m: "error" in m and m.get("id") is None)
+    code, message = error_of(answer)
+    assert code == -32700 and "not JSON" in message and "id" in answer  # "id": null, as JSON-RPC asks
     assert raw.ask(6, "flowtape/runs")["result"] == {"runs": []}
     raw.send({"jsonrpc": "2.0", "id": 7, "method": "shutdown"})
     raw.wait(lambda m: m.get("id") == 7)
