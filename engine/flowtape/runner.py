@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,6 +148,8 @@ class _Signals:
         if self.count > 1 or signum == signal.SIGALRM:
             raise KeyboardInterrupt
         signal.setitimer(signal.ITIMER_REAL, STOP_GRACE)
+        print(f"flowtape: stopping once the firings under way end (at most {STOP_GRACE:g} s; "
+              "signal again to stop now)", file=sys.stderr, flush=True)
 
     def __exit__(self, *exc: object) -> None:
         if self.previous:
