@@ -5,7 +5,6 @@ validated by the Structs of protocol.py."""
 from __future__ import annotations
 
 import asyncio
-import os
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -67,11 +66,8 @@ def _recorded_steps(run: Run, read: int) -> int:
     (once the whole file is read, the tape says, even cut short)."""
     from flowtape.rundir import read_summary
 
-    try:
-        if run.index.offset >= os.path.getsize(run.index.path):
-            return read
-    except OSError:
-        pass
+    if run.index.read_through():
+        return read
     summary = read_summary(run.run_dir)
     return max(read, summary.steps) if summary is not None and summary.status != "running" else read
 

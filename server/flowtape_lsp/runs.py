@@ -120,7 +120,8 @@ class RunManager:
         `until_step`: the first page of a million-step run need not wait for the whole tape)."""
         if not run.live:
             if run.index.offset and _size(run.index.path) < run.index.offset:
-                was, run.index = run.index.offset, TapeIndex(run.run_dir)  # read it again, as it is now
+                was, run.index = run.index.offset, TapeIndex(run.run_dir)  # read it again, as it is now, through:
+                await asyncio.to_thread(run.index.ingest_all)  # its own step count is the one to tell from now on
                 raise P.damaged(run.run_id, f"the tape is shorter than when it was read ({_size(run.index.path)} bytes, "
                                             f"was {was}): it was cut short or replaced; ask again to read it as it is now")
             await asyncio.to_thread(run.index.ingest_all, until_step)

@@ -160,6 +160,7 @@ def main(tcp: int | None = None) -> int:
     """`flowtape lsp [--tcp PORT]`: serve over stdio (or TCP, for debugging)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="flowtape-lsp %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
+    logging.getLogger("asyncio").setLevel(logging.ERROR)  # (its child watcher's notes when flows outlive the loop at exit)
     for handler in logging.getLogger().handlers:  # on the handler: pygls logs it through several loggers
         handler.addFilter(_quiet_parse_errors)
     server = create_server()

@@ -224,10 +224,17 @@ class TapeIndex:
         self.diverged_steps: set[int] = set()
         self.actor_last_step: dict[str, int] = {}  # the top-level step holding each actor's last firing
         self._awaiting_step: dict[tuple[str, int], list[str]] = {}
-        self._partial = False
+        self.torn = 0  # bytes after the last whole line, at the last read: a line being written, or a torn one
         self.closing = False  # the server is shutting down: stop reading
 
     # ---- following ------------------------------------------------------------------------------
+
+    def read_through(self) -> bool:
+        """Whether every whole line of the file as it is now has been read."""
+        try:
+            return self.offset + self.torn >= os.path.getsize(self.path)
+        except OSError:
+            return False
 
     @property
     def finished(self) -> bool:
@@ -266,7 +273,7 @@ class TapeIndex:
                     break
                 pos = cut + 1
             self.offset += pos
-            self._partial = pos < len(data)
+            self.torn = len(data) - pos
             return new
 
     def _apply(self, raw: bytes, start: int, after: int, new: list[Step]) -> None:

@@ -109,6 +109,10 @@ async def test_a_tape_cut_or_deleted_under_the_server_gets_clear_errors(client: 
     assert err.code == NOT_FOUND and "out of range" in err.message  # read again: fewer steps now
     page = await request(client, "flowtape/getSteps", {"runId": run_id, "from": 1, "limit": 10})
     assert [s["step"] for s in page["steps"]] == list(range(1, 11))
+    held = page["total"]  # what the cut tape holds, told the same way by every answer
+    assert 1000 < held < 5000 and f"has steps 1 to {held}" in err.message
+    listed = [r for r in (await request(client, "flowtape/runs", {}))["runs"] if r["runId"] == run_id]
+    assert listed[0]["steps"] == held
 
     shutil.rmtree(run["runDir"])
     for method, params in (("flowtape/getSteps", {"runId": run_id, "from": 1}), ("flowtape/stepDetail", {"runId": run_id, "step": 1})):
