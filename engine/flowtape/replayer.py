@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .firing import Plan, give_back, value_of
 from .network import LAZY, Actor, Item, Queue
+from .state import set_state
 from .tape import Diverged
 from .values import digest, preview
 
@@ -69,19 +70,6 @@ def replay_plan(engine: Engine, actor: Actor, entry: Any) -> Plan | None:
             return None
     actor.replay.popleft()
     return Plan(None, takes, entry=entry)
-
-def set_state(actor: Actor, raw: Any) -> None:
-    """Put an actor's recorded state back: its fields as recorded (one the firing deleted goes),
-    and the parameters it had changed by then (those it had not keep the very object given)."""
-    state = value_of((LAZY, raw))
-    attrs = actor.obj.__dict__
-    for key in [k for k in attrs if k not in actor.fixed and k not in state]:
-        del attrs[key]
-    for key, value in state.items():
-        setattr(actor.obj, key, value)
-    actor.given = {key for key in state if key in actor.fixed}
-    actor.state_enc = bytes(raw)
-
 
 def commit_replayed(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
     """A replayed firing puts the recorded tokens and restores the recorded state and chat."""

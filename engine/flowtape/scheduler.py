@@ -31,6 +31,7 @@ from .firing import execute as execute_action
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .source import Site, traceback_site
+from .state import recorded_state
 from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step, TapeWriter
 from .values import NotEncodable, digest, encode
 
@@ -329,7 +330,7 @@ class Engine:
             actor.quick = time.perf_counter() - began < QUICK_ACTION
             if self.tape is not None:
                 produced, problem = self._encode_outputs(actor, outcome.outputs)
-                state, state_problem = self._state(actor)
+                state, state_problem = recorded_state(actor)
                 chat = Raw(encode(outcome.chat)) if outcome.chat else None
             else:  # nothing is recorded: skip the encodings altogether
                 produced, problem = self._plain_outputs(actor, outcome.outputs), None
@@ -384,33 +385,6 @@ class Engine:
                 else:
                     entry[1].append(item)
         return list(produced.values()), problem
-
-    def _state(self, actor: Actor) -> tuple[Raw | None, str | None]:
-        """The actor's state after a firing, encoded, when it changed."""
-        spec = actor.spec
-        if spec is None:
-            return None, None
-        attrs = actor.obj.__dict__
-        fixed = actor.fixed
-        if len(attrs) == len(fixed) and not actor.state_enc and not actor.watched:
-            for name, value in actor.settled:
-                if attrs[name] is not value:
-                    break
-            else:
-                return None, None  # a stateless actor: nothing but parameters as given and Flowtape's own fields
-        state = {k: v for k, v in attrs.items() if k not in fixed}
-        try:
-            if actor.settled or actor.watched:
-                shared = _changed_parameters(actor, attrs, state)
-                if shared is not None:
-                    return None, shared
-            enc = encode(state)
-        except NotEncodable:
-            return None, _state_problem(actor.path, state)
-        if enc == actor.state_enc:
-            return None, None
-        actor.state_enc = enc
-        return Raw(enc), None
 
     def _commit(
         self,
@@ -569,39 +543,11 @@ class Engine:
 
 
 
-def _changed_parameters(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str | None:
-    """Add to `state` the parameters changed so far: given anew, or (`watched`) changed in place.
-    A changed one that other actors were given too makes the firing unreplayable: the reason."""
-    given = actor.given
-    for name, value in actor.settled:
-        if name in given or attrs.get(name, value) is not value:
-            given.add(name)
-            state[name] = attrs.get(name)
-    for name, value, enc in actor.watched:
-        if name in given or attrs.get(name, value) is not value or encode(attrs[name]) != enc:
-            if name in actor.shared:
-                return (f"{actor.path}.{name} changed, and it is the very object {actor.shared[name]} is too: "
-                        "a resume restores each actor's own copy, never an object actors share")
-            given.add(name)
-            state[name] = attrs.get(name)
-    return None
-
-
 def _copy(value: Any) -> Any:
     try:
         return copy.deepcopy(value)
     except Exception:  # noqa: BLE001 - a value that cannot be copied (a lock, say) goes as it is
         return value
-
-
-def _state_problem(path: str, state: dict[str, Any]) -> str:
-    """Name the attribute that cannot be saved: `review._handle: a Lock cannot be saved`."""
-    for key, value in state.items():
-        try:
-            encode(value)
-        except NotEncodable as exc:
-            return str(exc.with_prefix(f"{path}.{key}"))
-    return f"{path}: the state cannot be saved"
 
 
 def final_state(engine: Engine) -> Final | None:
