@@ -5,23 +5,16 @@ from __future__ import annotations
 import copy
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import date, time, timedelta
-from decimal import Decimal
-from enum import Enum
-from pathlib import PurePath
 from typing import Any
-from uuid import UUID
 
 from .graph import ROOT, Edge, Graph, IfControl, LoopControl, Node, Subflow
 from .model import TaskSpec, spec_of
-from .values import NotEncodable, encode
 
 # A queue item: (value, canonical encoding). The value is LAZY when the token came from a tape
 # and nobody has needed it as a Python object yet: a replayed consumer only needs the bytes.
 LAZY: Any = object()
 Item = tuple[Any, Any]  # (value, encoding as bytes or msgspec.Raw)
 IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
-WATCH_LIMIT = 16 << 10  # bytes: a parameter this big encoded is checked for changes after every firing
 
 
 def own_copy(item: Item) -> Item:
@@ -30,57 +23,6 @@ def own_copy(item: Item) -> Item:
     if value is LAZY or type(value) in IMMUTABLE:
         return item
     return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
-
-
-def parameters(spec: TaskSpec, obj: Any) -> tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any, bytes], ...], tuple[tuple[str, Any, bytes], ...]]:
-    """An actor's parameters as given, to tell when one changes: those that cannot change in
-    place (`settled`: only being given anew changes them) and those that can (`watched`, with
-    their encoding: an actor that pops from the list it was given changes it). A changed
-    parameter is state from then on, recorded and restored by a resume; one never changed stays
-    out, so that a resume keeps the very object given (a sentinel, a registry). One that cannot be
-    saved (a client, a lock) is not watched at all, and one bigger than WATCH_LIMIT encoded is
-    only checked at the end of the run (`unwatched`: encoding it at every firing would cost more
-    than most firings)."""
-    attrs = getattr(obj, "__dict__", {})
-    settled: list[tuple[str, Any]] = []
-    watched: list[tuple[str, Any, bytes]] = []
-    unwatched: list[tuple[str, Any, bytes]] = []
-    for name in spec.parameters:
-        if name not in attrs:
-            continue
-        value = attrs[name]
-        if _frozen(value, 0):
-            settled.append((name, value))
-            continue
-        try:
-            enc = encode(value)
-        except NotEncodable:
-            continue
-        (watched if len(enc) <= WATCH_LIMIT else unwatched).append((name, value, enc))
-    return tuple(settled), tuple(watched), tuple(unwatched)
-
-
-def _mark_shared(actors: list[Actor]) -> None:
-    """A watched parameter object given to several actors: a resume restores each actor's copy,
-    not one object they share, so a change to it cannot be replayed (see scheduler._state)."""
-    holders: dict[int, list[tuple[Actor, str]]] = {}
-    for actor in actors:
-        for name, value, _ in actor.watched:
-            holders.setdefault(id(value), []).append((actor, name))
-    for group in holders.values():
-        if len(group) > 1:
-            for actor, name in group:
-                actor.shared[name] = ", ".join(f"{a.path}.{n}" for a, n in group if (a, n) != (actor, name))
-
-
-def _frozen(value: Any, depth: int) -> bool:
-    t = type(value)
-    if t in IMMUTABLE or isinstance(value, _FROZEN):
-        return True
-    return t in (tuple, frozenset) and depth < 8 and all(_frozen(x, depth + 1) for x in value)
-
-
-_FROZEN = (Enum, date, time, timedelta, Decimal, UUID, PurePath, complex)
 
 
 class Queue:
@@ -190,6 +132,7 @@ class _Builder:
         self, graph: Graph, prefix: str, owner: Actor | None, out_targets: dict[str, list[Queue]]
     ) -> tuple[list[Actor], dict[str, list[Queue]]]:
         """Instantiate `graph`; its output ports feed `out_targets`. Returns its top actors and seeds."""
+        from .state import parameters  # (state.py works on actors: it imports this module)
         local: dict[int, Actor] = {}
         for node in graph.nodes:
             actor = Actor(f"{prefix}/{node.name}" if prefix else node.name, node, spec_of(node.obj), owner, len(self.actors))
@@ -238,6 +181,7 @@ class _Builder:
 
 
 def build_network(graph: Graph) -> Network:
+    from .state import mark_shared
     builder = _Builder()
     out_targets: dict[str, list[Queue]] = {}
     outputs: dict[str, Queue] = {}
@@ -246,7 +190,7 @@ def build_network(graph: Graph) -> Network:
         outputs[name] = builder.queue(f"{ROOT}.{name}", None, name)
         out_targets[name] = [outputs[name]]
     top, seeds = builder.build(graph, "", None, out_targets)
-    _mark_shared(builder.actors)
+    mark_shared(builder.actors)
     for actor in builder.actors:
         seen: set[int] = set()
         for targets in actor.outputs.values():

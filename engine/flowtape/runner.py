@@ -34,6 +34,7 @@ from .rundir import (
     write_summary,
 )
 from .scheduler import Engine, error_info, final_state
+from .state import big_parameters_changed
 from .tape import FORMAT_VERSION, Diverged, End, ErrorInfo, Header, TapeWriter, graph_fingerprint
 from .values import NotEncodable, decode, encode, preview
 from .verify import outputs_bytes
@@ -55,23 +56,6 @@ class RunResult:
     leftovers: list[tuple[str, int]] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def _big_parameters_changed(net: Network) -> list[str]:
-    """Parameters too big to watch at every firing (network.WATCH_LIMIT) that changed anyway."""
-    said = []
-    for actor in net.actors:
-        for name, value, enc in actor.unwatched:
-            now = actor.obj.__dict__.get(name)
-            try:
-                changed = now is not value or encode(now) != enc
-            except NotEncodable:
-                changed = True
-            if changed:
-                said.append(f"parameter {actor.path}.{name} ({len(enc) >> 10} KB) changed during the run, but one that "
-                            "big is not watched at every firing: the tape does not hold the change and a resume would "
-                            "not see it (keep data an actor changes in a field with a default)")
-    return said
 
 
 def fingerprint(net: Network) -> str:
@@ -354,7 +338,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         write_summary(run_dir, summary)
     return RunResult(
         status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), leftovers, stuck,
-        _big_parameters_changed(net),
+        big_parameters_changed(net.actors),
     )
 
 

@@ -1,15 +1,74 @@
-"""An actor's state: what the tape keeps of it after a firing (its fields, and the parameters it
-changed), and putting a recorded state back on a resume."""
+"""An actor's state: which of its attributes are state (its fields, and the parameters it
+changes), what the tape keeps of it after a firing, and putting a recorded state back on a resume."""
 
 from __future__ import annotations
 
+from datetime import date, time, timedelta
+from decimal import Decimal
+from enum import Enum
+from pathlib import PurePath
 from typing import Any
+from uuid import UUID
 
 from msgspec import Raw
 
 from .firing import value_of
-from .network import LAZY, Actor
+from .model import TaskSpec
+from .network import IMMUTABLE, LAZY, Actor
 from .values import NotEncodable, encode
+
+WATCH_LIMIT = 16 << 10  # bytes: a parameter this big encoded is checked for changes after every firing
+
+
+def parameters(spec: TaskSpec, obj: Any) -> tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any, bytes], ...], tuple[tuple[str, Any, bytes], ...]]:
+    """An actor's parameters as given, to tell when one changes: those that cannot change in
+    place (`settled`: only being given anew changes them) and those that can (`watched`, with
+    their encoding: an actor that pops from the list it was given changes it). A changed
+    parameter is state from then on, recorded and restored by a resume; one never changed stays
+    out, so that a resume keeps the very object given (a sentinel, a registry). One that cannot be
+    saved (a client, a lock) is not watched at all, and one bigger than WATCH_LIMIT encoded is
+    only checked at the end of the run (`unwatched`: encoding it at every firing would cost more
+    than most firings)."""
+    attrs = getattr(obj, "__dict__", {})
+    settled: list[tuple[str, Any]] = []
+    watched: list[tuple[str, Any, bytes]] = []
+    unwatched: list[tuple[str, Any, bytes]] = []
+    for name in spec.parameters:
+        if name not in attrs:
+            continue
+        value = attrs[name]
+        if _frozen(value, 0):
+            settled.append((name, value))
+            continue
+        try:
+            enc = encode(value)
+        except NotEncodable:
+            continue
+        (watched if len(enc) <= WATCH_LIMIT else unwatched).append((name, value, enc))
+    return tuple(settled), tuple(watched), tuple(unwatched)
+
+
+def mark_shared(actors: list[Actor]) -> None:
+    """A watched parameter object given to several actors: a resume restores each actor's copy,
+    not one object they share, so a change to it cannot be replayed (see `recorded_state`)."""
+    holders: dict[int, list[tuple[Actor, str]]] = {}
+    for actor in actors:
+        for name, value, _ in actor.watched:
+            holders.setdefault(id(value), []).append((actor, name))
+    for group in holders.values():
+        if len(group) > 1:
+            for actor, name in group:
+                actor.shared[name] = ", ".join(f"{a.path}.{n}" for a, n in group if (a, n) != (actor, name))
+
+
+def _frozen(value: Any, depth: int) -> bool:
+    t = type(value)
+    if t in IMMUTABLE or isinstance(value, _FROZEN):
+        return True
+    return t in (tuple, frozenset) and depth < 8 and all(_frozen(x, depth + 1) for x in value)
+
+
+_FROZEN = (Enum, date, time, timedelta, Decimal, UUID, PurePath, complex)
 
 
 def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
@@ -79,3 +138,20 @@ def set_state(actor: Actor, raw: Any) -> None:
         setattr(actor.obj, key, value)
     actor.given = {key for key in state if key in actor.fixed}
     actor.state_enc = bytes(raw)
+
+
+def big_parameters_changed(actors: list[Actor]) -> list[str]:
+    """Parameters too big to watch at every firing (network.WATCH_LIMIT) that changed anyway."""
+    said = []
+    for actor in actors:
+        for name, value, enc in actor.unwatched:
+            now = actor.obj.__dict__.get(name)
+            try:
+                changed = now is not value or encode(now) != enc
+            except NotEncodable:
+                changed = True
+            if changed:
+                said.append(f"parameter {actor.path}.{name} ({len(enc) >> 10} KB) changed during the run, but one that "
+                            "big is not watched at every firing: the tape does not hold the change and a resume would "
+                            "not see it (keep data an actor changes in a field with a default)")
+    return said
