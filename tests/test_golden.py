@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from flowtape import Port, connect, task, workflow
 from flowtape.cli import main as cli_main
+from flowtape.errors import UsageError
 from flowtape.golden import GoldenMismatch, assert_golden, check, compare, record, snapshot
 from flowtape.loader import load_module
 
@@ -190,3 +191,13 @@ def test_a_golden_of_a_failing_flow_holds_no_path_of_the_checkout(tmp_path):
     assert data["end"]["error"] == "b failed on firing 1 (created at fails.py:15): ValueError: boom (line 10)"
     shutil.copytree(tmp_path / "one", tmp_path / "two")
     check(load_module(tmp_path / "two" / "fails.py").main, tmp_path / "two" / "fails.json")
+
+
+def test_a_golden_whose_inputs_no_longer_fit_says_which_golden(tmp_path):
+    flow = example("chain.py").main
+    path = tmp_path / "chain.json"
+    data = record(flow, path)
+    data["inputs"] = {"Nope": 1}
+    path.write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=f"{path}: the inputs it holds do not fit the flow: .*Nope"):
+        check(flow, path)

@@ -165,7 +165,14 @@ def check(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -
     expected = _read(Path(path))
     if expected is None:
         raise GoldenMismatch(f"no golden at {path}: record one with `flowtape golden record`")
-    difference = compare(expected, snapshot(flow, inputs or expected.get("inputs") or None))
+    given = inputs or expected.get("inputs") or None
+    try:
+        actual = snapshot(flow, given)
+    except UsageError as exc:
+        if inputs:
+            raise
+        raise UsageError(f"{path}: the inputs it holds do not fit the flow: {exc}") from None
+    difference = compare(expected, actual)
     if difference is not None:
         raise GoldenMismatch(f"{path}: {difference}")
 
