@@ -267,7 +267,7 @@ def _dict(v: dict[Any, Any], d: int, active: set[int], attrs: bool = False) -> o
 
 def _set(v: set[Any] | frozenset[Any], d: int, active: set[int]) -> object:
     items = _list(v, d, active)
-    items.sort(key=_canonical_item)  # set iteration order depends on hashing; the tape must not
+    items.sort(key=canonical)  # set iteration order depends on hashing; the tape must not
     return {TAG: "set" if type(v) is set else "frozenset", "v": items}
 
 
@@ -355,9 +355,6 @@ def _sorted_pairs(data: Any) -> Any:
         return {**data, "v": sorted((_sorted_pairs(x) for x in data["v"]), key=_enc_sorted)}
     return {k: _sorted_pairs(x) for k, x in data.items()}
 
-
-def _canonical_item(item: object) -> bytes:
-    return _enc_sorted(_sorted_pairs(item))
 
 
 def from_json(data: Any) -> object:
