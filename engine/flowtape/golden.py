@@ -15,6 +15,7 @@ from .graph import WorkflowDef
 from .runner import execute
 from .tape import End, Firing, Step, read_tape
 from .values import digest
+from .verify import seeded
 
 
 class GoldenMismatch(FlowtapeError):
@@ -44,13 +45,8 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
     header = tape.header
     queues = header.queues
     held: list[deque[bytes]] = [deque() for _ in queues]
-    given = {port: plain(raw) for port, raw in msgspec.json.decode(header.inputs, type=dict[str, msgspec.Raw]).items()}
-    for index, qid in enumerate(queues):
-        if qid.startswith("$.") and "->" in qid and qid[2 : qid.index("->")] in given:
-            held[index].append(given[qid[2 : qid.index("->")]])
-    for port, index in header.seededOutputs:
-        if port in given:
-            held[index].append(given[port])
+    for index, token in seeded(header):
+        held[index].append(plain(token))
     steps: list[dict[str, Any]] = []
     firings: list[dict[str, Any]] = []
     end: dict[str, Any] = {}

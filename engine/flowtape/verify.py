@@ -62,15 +62,9 @@ class Rebuild:
         self.outputs = {i for i, qid in enumerate(header.queues) if qid.startswith("$.") and "->" not in qid}
         self.outputs_checkpointed = dict.fromkeys(self.outputs, 0)  # tokens in each output at the last checkpoint
         self.chats_checkpointed: dict[str, int] = {}  # chat messages of each agent at the last checkpoint
-        inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw]) if header.inputs else {}
-        for index, qid in enumerate(header.queues):
-            if qid.startswith("$.") and "->" in qid:
-                port = qid[2 : qid.index("->")]
-                if port in inputs:
-                    self.queues[index].append(Raw(bytes(inputs[port])))
-        for port, index in header.seededOutputs:
-            if port in inputs and index in self.outputs:
-                self.queues[index].append(Raw(bytes(inputs[port])))
+        for index, token in seeded(header):
+            self.queues[index].append(Raw(token))
+            if index in self.outputs:
                 self.outputs_checkpointed[index] += 1  # from the header, never from a checkpoint
 
     def copy(self, chats: bool = True) -> Rebuild:
@@ -315,6 +309,21 @@ class Rebuild:
         return outputs_bytes(
             {qid[2:]: list(self.queues[i]) for i, qid in enumerate(self.header.queues) if qid.startswith("$.") and "->" not in qid}
         )
+
+
+def seeded(header: Header) -> list[tuple[int, bytes]]:
+    """The tokens no record puts: each input's, on every queue it feeds (`$.P->x.Y`, and an output
+    it is wired straight to, `seededOutputs`), as (queue index, encoded token)."""
+    inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw]) if header.inputs else {}
+    found = []
+    for index, qid in enumerate(header.queues):
+        if qid.startswith("$.") and "->" in qid and qid[2 : qid.index("->")] in inputs:
+            found.append((index, bytes(inputs[qid[2 : qid.index("->")]])))
+    queues = header.queues
+    for port, index in header.seededOutputs:
+        if port in inputs and 0 <= index < len(queues) and queues[index].startswith("$.") and "->" not in queues[index]:
+            found.append((index, bytes(inputs[port])))
+    return found
 
 
 def _tokens(pairs: Iterable[tuple[int, Iterable[Raw]]]) -> dict[int, list[bytes]]:
