@@ -1499,3 +1499,62 @@ def test_an_agent_chat_holds_the_values_whole_and_a_mock_for_no_port_is_an_error
     assert json.loads(assistant["content"]) == {"outputs": {"Out": 1}}
     typo = execute(load_flow(write_flow(AGENT.replace("MOCKS", '"Outt": 1'), name="typo.py")), {"In": []}, runs_dir=tmp_path)
     assert typo.status == "failed" and "mock_outputs names 'Outt', which is no output port of Counter" in typo.error.message
+
+
+UNSAVEABLE_FANNED = '''
+import threading
+
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Make:
+    class Ports:
+        Out = Port[object](direction="out")
+    done: bool = False
+
+    def action(self):
+        if self.done:
+            return None
+        self.done = True
+        return threading.Lock()  # cannot be saved: the firing is notReplayable, the value goes as it is
+
+
+@task
+class Kind:
+    class Ports:
+        In = Port[object](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, x):
+        return type(x).__name__
+
+
+@workflow(inputs={"In": object}, outputs={"A": str, "B": str})
+def both():
+    a = Kind()
+    b = Kind()
+    connect("In", a.In)
+    connect("In", b.In)
+    connect(a.Out, "A")
+    connect(b.Out, "B")
+
+
+@workflow
+def main():
+    make = Make()
+    inner = both()
+    connect(make.Out, inner.In)
+    connect(inner.A, "A")
+    connect(inner.B, "B")
+'''
+
+
+def test_a_value_that_cannot_be_saved_reaches_every_consumer_it_fans_out_to_as_itself(write_flow, tmp_path):
+    """Its encoding is only a placeholder: a copy decoded from it would be a dict, not the value."""
+    from flowtape.loader import load_flow
+    from flowtape.runner import execute
+
+    result = execute(load_flow(write_flow(UNSAVEABLE_FANNED)), max_workers=1, runs_dir=tmp_path)
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"A": ["lock"], "B": ["lock"]}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Raw
 
 from .firing import Plan, value_of
-from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy
+from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
 from .values import NotEncodable, encode
 
 if TYPE_CHECKING:
@@ -135,33 +135,27 @@ def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list
         return takes, [(q, [item]) for q in actor.outputs.get("item", [])], "body"
     source = actor.inputs.get("cond")
     if source is not None and source.items:
-        item = source.items.popleft()
-        takes.append((source, [item]))
-        condition = value_of(item)
-        enc = item[1]
+        token = source.items.popleft()
+        takes.append((source, [token]))
+        condition = value_of(token)
     elif not actor.static_used and actor.obj.condition is not None and source is None:
         actor.static_used = True
         condition = actor.obj.condition
-        enc = _token(actor, condition)[1]
+        token = _token(actor, condition)
     else:
         return None
     # `out` reaches its consumers outside the if, and inside it only those of the branch that runs
     skipped = {id(m) for m in actor.branches.get("else" if condition else "then", [])}
-    shared = type(condition) in IMMUTABLE or bytes(memoryview(enc)[: len(_UNENCODABLE)]) == _UNENCODABLE
-    produced = [(q, [(condition if shared else LAZY, enc)]) for q in actor.outputs.get("out", []) if id(q.consumer) not in skipped]
+    produced = [(q, [own_copy(token)]) for q in actor.outputs.get("out", []) if id(q.consumer) not in skipped]
     return takes, produced, "then" if condition else "else"
-
-_UNENCODABLE = b'{"$unencodable":'
-
 
 def _token(actor: Actor, value: Any) -> Item:
     """A value a loop or an if puts, as a token: the value as it is now (each consumer decodes its
-    own copy of a mutable one, as for any token), or, when it cannot be encoded, the value itself
-    beside a placeholder that no other value shares."""
+    own copy of a mutable one, as for any token)."""
     try:
         return (value if type(value) in IMMUTABLE else LAZY, Raw(encode(value)))
     except NotEncodable:
-        return (value, Raw(encode({"$unencodable": f"{actor.path}:{id(value)}:{time.time_ns()}"})))
+        return placeholder(actor.path, value)
 
 def _context(actor: Actor, fire_count: int) -> Context:
     from .scheduler import Context

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import Raw
+
 from .graph import ROOT, Edge, Graph, IfControl, LoopControl, Node, Subflow
 from .model import TaskSpec, spec_of
+from .values import encode
 
 # A queue item: (value, canonical encoding). The value is LAZY when the token came from a tape
 # and nobody has needed it as a Python object yet: a replayed consumer only needs the bytes.
@@ -18,11 +22,25 @@ IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
 
 
 def own_copy(item: Item) -> Item:
-    """A fanned-out token's own copy: decoded afresh from its encoding, or deep-copied without one."""
+    """A fanned-out token's own copy: decoded afresh from its encoding, or deep-copied without one
+    (a value that could not be encoded goes as it is: its encoding is only a placeholder)."""
     value, enc = item
-    if value is LAZY or type(value) in IMMUTABLE:
+    if value is LAZY or type(value) in IMMUTABLE or unencodable(enc):
         return item
     return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
+
+
+_PLACEHOLDER = b'{"$unencodable":'
+
+
+def placeholder(where: str, value: Any) -> Item:
+    """The token for a value that cannot be encoded: the value itself, beside an encoding that no
+    other value shares (a replay finds it never matches, and runs the consumer live)."""
+    return (value, Raw(encode({"$unencodable": f"{where}:{id(value)}:{time.time_ns()}"})))
+
+
+def unencodable(enc: Any) -> bool:
+    return bool(enc) and bytes(memoryview(enc)[: len(_PLACEHOLDER)]) == _PLACEHOLDER
 
 
 class Queue:

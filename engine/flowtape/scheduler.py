@@ -28,7 +28,7 @@ from .composites import fire_control, fire_subflow
 from .errors import FlowtapeError
 from .firing import GuardFailed, Plan, give_back, select
 from .firing import execute as execute_action
-from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy
+from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .source import Site, traceback_site
 from .state import recorded_state
@@ -367,18 +367,15 @@ class Engine:
             queues = actor.outputs.get(port)
             if not queues:
                 continue
-            shared = type(value) in IMMUTABLE
+            # A token is the value as it was put, not an object the producer may change later (its
+            # own state, say): a mutable one reaches each consumer decoded from these bytes, so the
+            # run, the tape and a resume all see the same token.
             try:
-                enc = Raw(encode(value))
+                item = (value if type(value) in IMMUTABLE else LAZY, Raw(encode(value)))
             except NotEncodable as exc:
                 problem = problem or f"{actor.path}.{port}: {exc}"
-                enc = Raw(encode({"$unencodable": f"{actor.path}#{actor.fire_count + 1}:{id(value)}:{time.time_ns()}"}))
-                shared = True
+                item = placeholder(f"{actor.path}#{actor.fire_count + 1}", value)
             for q in queues:
-                # A token is the value as it was put, not an object the producer may change later
-                # (its own state, say): a mutable one reaches each consumer decoded from these bytes,
-                # so the run, the tape and a resume all see the same token.
-                item = (value if shared else LAZY, enc)
                 entry = produced.get(q.index)
                 if entry is None:
                     produced[q.index] = (q, [item])
