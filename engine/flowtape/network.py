@@ -82,12 +82,11 @@ class Actor:
     iterator: Any = None
     static_used: bool = False
     # scheduling and tape bookkeeping
-    fixed: frozenset[str] = frozenset()  # parameters and Flowtape's own fields: state only once changed
     settled: tuple[tuple[str, Any], ...] = ()  # parameters that cannot change in place, as given
     watched: tuple[tuple[str, Any, bytes], ...] = ()  # parameters that can, as given and encoded then
     unwatched: tuple[tuple[str, Any, bytes], ...] = ()  # ones too big to encode at every firing
     shared: dict[str, str] = field(default_factory=dict)  # watched ones another actor was given too: who
-    given: set[str] = field(default_factory=set)  # parameters changed so far: state from then on
+    given: set[str] = field(default_factory=set)  # parameters changed so far: state from then on (see state.py)
     state_enc: bytes = b""
     dirty: bool = False
     running: bool = False
@@ -155,7 +154,6 @@ class _Builder:
         for node in graph.nodes:
             actor = Actor(f"{prefix}/{node.name}" if prefix else node.name, node, spec_of(node.obj), owner, len(self.actors))
             if actor.spec is not None:
-                actor.fixed = actor.spec.fixed_attrs
                 actor.settled, actor.watched, actor.unwatched = parameters(actor.spec, node.obj)
             self.actors.append(actor)
             local[id(node)] = actor

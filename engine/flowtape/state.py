@@ -77,7 +77,7 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
     if spec is None:
         return None, None
     attrs = actor.obj.__dict__
-    fixed = actor.fixed
+    fixed = spec.fixed_attrs
     if len(attrs) == len(fixed) and not actor.state_enc and not actor.watched:
         for name, value in actor.settled:
             if attrs[name] is not value:
@@ -132,11 +132,12 @@ def set_state(actor: Actor, raw: Any) -> None:
     and the parameters it had changed by then (those it had not keep the very object given)."""
     state = value_of((LAZY, raw))
     attrs = actor.obj.__dict__
-    for key in [k for k in attrs if k not in actor.fixed and k not in state]:
+    fixed = actor.spec.fixed_attrs if actor.spec is not None else frozenset()
+    for key in [k for k in attrs if k not in fixed and k not in state]:
         del attrs[key]
     for key, value in state.items():
         setattr(actor.obj, key, value)
-    actor.given = {key for key in state if key in actor.fixed}
+    actor.given = {key for key in state if key in fixed}
     actor.state_enc = bytes(raw)
 
 
