@@ -99,8 +99,7 @@ class RunManager:
         """A known run (discovering it on disk if need be), or a -32001 error."""
         run_dir = self.run_dir_of(run_id)
         run = self.runs.get(run_id)
-        if run is not None and not run.live and not (run.run_dir / TAPE).is_file():
-            del self.runs[run_id]  # its directory was deleted (or moved) since
+        if run is not None and self._forget_if_gone(run):
             raise P.not_found(f"run {run_id!r} is gone: {run.run_dir / TAPE} no longer exists")
         if run is None and (run_dir / TAPE).is_file():
             run = self._register(run_id, run_dir, live=False)
@@ -110,10 +109,14 @@ class RunManager:
 
     def listed(self) -> list[Run]:
         """The runs known, less those whose directory was deleted since."""
-        for run_id, run in list(self.runs.items()):
-            if not run.live and not (run.run_dir / TAPE).is_file():
-                del self.runs[run_id]
-        return list(self.runs.values())
+        return [run for run in list(self.runs.values()) if not self._forget_if_gone(run)]
+
+    def _forget_if_gone(self, run: Run) -> bool:
+        """Drop a finished run whose tape was deleted (or moved) since; True if it was."""
+        if run.live or (run.run_dir / TAPE).is_file():
+            return False
+        self.runs.pop(run.run_id, None)
+        return True
 
     async def ready(self, run: Run, until_step: int | None = None) -> TapeIndex:
         """The run's index, read up to what is on disk now (or, for a finished run, at least up to
