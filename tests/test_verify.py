@@ -15,7 +15,16 @@ from flowtape.cli import main as cli_main
 from flowtape.errors import TraceCorruption
 from flowtape.loader import load_module
 from flowtape.runner import execute
-from flowtape.tape import COVERED_LINES, Firing, Step, StepFiller, decode_record, encode_record, reseal
+from flowtape.tape import (
+    COVERED_LINES,
+    FORMAT_VERSION,
+    Firing,
+    Step,
+    StepFiller,
+    decode_record,
+    encode_record,
+    reseal,
+)
 from flowtape.verify import verify
 from msgspec import Raw
 
@@ -297,11 +306,11 @@ def test_the_cli_verify(run, capsys, tmp_path):
 def test_a_tape_of_another_format_version_is_refused(run, capsys):
     path = run
     lines = lines_of(path)
-    lines[0] = lines[0].replace(b'"version":4,', b'"version":1,', 1)
+    lines[0] = lines[0].replace(b'"version":5,', b'"version":1,', 1)
     write(path, reseal(lines))
     error = corrupt(path)
     assert error.line == 1 and error.rule == "a known format version"
-    assert "version 1" in str(error) and "reads versions 2, 3 and 4" in str(error)
+    assert "version 1" in str(error) and "reads versions 2, 3, 4 and 5" in str(error)
     assert cli_main(["verify", str(path.parent)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("flowtape: cannot read this tape: line 1:") and "corrupt" not in err
@@ -371,9 +380,10 @@ def test_on_disk_a_firing_leaves_out_its_seq_when_it_is_one_past_the_last_step(t
 TAPES = Path(__file__).parent / "tapes"
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_an_older_version_tape_still_verifies_reads_and_resumes(tmp_path, version):
-    """Version 2 hashed every line and wrote every step's journalSeq; version 3 hashed every firing."""
+    """Version 2 hashed every line and wrote every step's journalSeq; version 3 hashed every firing;
+    version 4 wrote every changed state whole."""
     import shutil
 
     name = f"v{version}-looped"
@@ -389,8 +399,8 @@ def test_an_older_version_tape_still_verifies_reads_and_resumes(tmp_path, versio
     resumed = execute(m.looped, max_workers=1, runs_dir=tmp_path / "runs", resume_from=name, at_step=3)
     assert resumed.status == "succeeded"
     assert resumed.outputs == {"Squares": [4, 9, 16], "Verdicts": ["ok"] * 3, "Done": [1]}
-    copied, _ = verify(resumed.run_dir / "tape.jsonl")  # a version 4 tape that goes on from the older prefix
-    assert copied.header.version == 4 and copied.header.resumedAtStep == 3
+    copied, _ = verify(resumed.run_dir / "tape.jsonl")  # a tape of today's version that goes on from the older prefix
+    assert copied.header.version == FORMAT_VERSION and copied.header.resumedAtStep == 3
     assert [s.replayed for s in copied.steps()] == [True, True, True, False, False]
 
 

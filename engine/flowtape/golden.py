@@ -13,7 +13,7 @@ import msgspec
 from .errors import FlowtapeError, UsageError
 from .graph import WorkflowDef
 from .runner import execute
-from .tape import End, Firing, Step, read_tape
+from .tape import End, Firing, Step, read_tape, resolve_state
 from .values import digest
 from .verify import seeded
 
@@ -50,8 +50,10 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
     steps: list[dict[str, Any]] = []
     firings: list[dict[str, Any]] = []
     end: dict[str, Any] = {}
+    states: dict[str, msgspec.Raw] = {}
     for record in tape.records():
         if isinstance(record, Firing):
+            resolve_state(record, states)  # (a state may be written as an edit of the last one)
             consumed = []
             for i, n, _ in record.consumed:
                 consumed.append([queues[i], n, digest([held[i].popleft() for _ in range(n)])])

@@ -238,7 +238,7 @@ def execute(
             elif writer is not None:
                 writer.copy_replayed(plan.snapshot.lines)
             if writer is not None:
-                writer.follow(plan.snapshot.steps, plan.snapshot.round)
+                writer.follow(plan.snapshot.steps, plan.snapshot.round, plan.snapshot.states)
             restore(engine, plan.snapshot)
         else:
             if plan is not None:

@@ -19,11 +19,13 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
+from .delta import EDIT_FROM, Edit, apply_edit, edit_between
 from .errors import TraceCorruption
 
-FORMAT_VERSION = 4
-# 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight
-READABLE_VERSIONS = (2, 3, 4)
+FORMAT_VERSION = 5
+# 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight;
+# 5 writes a big state that changed a little as an edit of the last one (`stateEdit`)
+READABLE_VERSIONS = (2, 3, 4, 5)
 HASH_KEY = b',"h":"'
 HASH_LEN = 12  # hex digits of a record's chained hash
 COVERED_LINES = 15  # firing and step lines that may go unhashed in a row; the next firing's line is hashed
@@ -77,6 +79,9 @@ def graph_fingerprint(actors: list[ActorInfo], queues: list[str]) -> str:
     return "blake2b:" + hashlib.blake2b(msgspec.json.encode(shape), digest_size=16).hexdigest()
 
 
+_NO_STATE = Raw()  # (a field is left out when it holds its very default)
+
+
 class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only=True):
     """A completed firing: what it took (by digest), what it put, the state after it.
 
@@ -89,7 +94,8 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only
     fireCount: int
     consumed: list[tuple[int, int, str]] = []  # queue index, count, digest of the tokens
     produced: list[tuple[int, list[Raw]]] = []  # queue index, encoded tokens
-    state: Raw = Raw()  # present only when the firing changed the state
+    state: Raw = _NO_STATE  # present only when the firing changed the state
+    stateEdit: Edit | None = None  # instead of `state`: the new state as an edit of the last (delta.py)
     chat: Raw = Raw()  # the chat messages this firing added
     within: tuple[str, int] | None = None  # the top-level firing this one ran inside
     notReplayable: str | None = None
@@ -202,6 +208,21 @@ Record = Header | Firing | Step | Checkpoint | Diverged | End
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
 _many_decoder = msgspec.json.Decoder(list[Record])
+
+
+def resolve_state(firing: Firing, states: dict[str, Raw]) -> None:
+    """Fill in a firing's state given as an edit of its actor's last one (in `states`, which
+    takes the firing's state). ValueError when there is no last state or the edit does not fit it."""
+    if firing.stateEdit is not None:
+        last = states.get(firing.actor)
+        if last is None:
+            raise ValueError(f"{firing.actor}'s state is written as an edit, but no state of it was recorded before")
+        try:
+            firing.state, firing.stateEdit = Raw(apply_edit(bytes(last), firing.stateEdit)), None
+        except ValueError as exc:
+            raise ValueError(f"{firing.actor}'s state edit does not fit its last state ({exc})") from None
+    if firing.state:
+        states[firing.actor] = firing.state
 
 
 def decode_record(raw: bytes) -> Record:
@@ -325,6 +346,7 @@ class TapeWriter:
         self._chain = Chain()
         self._step = 0  # the number of the last step written: a firing's seq one past it is left out
         self._round = 0  # and its round: a step of the same round leaves it out
+        self._states: dict[str, Raw] = {}  # each actor's last state written: the next may be an edit of it
         self._lock = threading.Lock()
         self._held: list[bytes] | None = None
         self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
@@ -357,12 +379,22 @@ class TapeWriter:
                     return self._chain.seal_line(_encoder.encode(record))
                 finally:
                     record.round = self._round
-        elif type(record) is Firing and record.seq == self._step + 1:
-            seq, record.seq = record.seq, 0
-            try:
-                return self._chain.seal_line(_encoder.encode(record))
-            finally:
-                record.seq = seq
+        elif type(record) is Firing:
+            seq, state = record.seq, record.state
+            edit = None
+            if state:
+                last = self._states.get(record.actor)
+                self._states[record.actor] = state
+                if last is not None and len(last) >= EDIT_FROM:
+                    edit = edit_between(bytes(last), bytes(state))
+            if seq == self._step + 1 or edit is not None:
+                record.seq = 0 if seq == self._step + 1 else seq
+                if edit is not None:
+                    record.state, record.stateEdit = _NO_STATE, edit
+                try:
+                    return self._chain.seal_line(_encoder.encode(record))
+                finally:
+                    record.seq, record.state, record.stateEdit = seq, state, None
         return self._chain.seal_line(_encoder.encode(record))
 
     def hold(self) -> None:
@@ -399,10 +431,12 @@ class TapeWriter:
         with self._lock:
             self._out(b"".join(self._chain.reseal(mark_line(raw)) for raw in lines))
 
-    def follow(self, step: int, round_: int) -> None:
-        """After a copied prefix: the step and round its last step had (what later records leave out)."""
+    def follow(self, step: int, round_: int, states: dict[str, Raw]) -> None:
+        """After a copied prefix: the step and round its last step had (what later records leave
+        out), and each actor's last state in it (what later states may be edits of)."""
         with self._lock:
             self._step, self._round = step, round_
+            self._states.update(states)
 
     def close(self) -> None:
         with self._lock:

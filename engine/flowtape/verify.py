@@ -29,6 +29,7 @@ from .tape import (
     gc_paused,
     graph_fingerprint,
     read_tape,
+    resolve_state,
     split_hash,
 )
 from .values import canonical, digest
@@ -140,8 +141,16 @@ class Rebuild:
         self.taken = taken
         self.seq = f.seq
         self.fire_counts[f.actor] = f.fireCount
-        if f.state:
-            self.states[f.actor] = f.state
+        edited = f.stateEdit is not None
+        try:
+            resolve_state(f, self.states)
+            if edited and self.full_checks:
+                msgspec.json.decode(f.state)
+        except msgspec.DecodeError as exc:
+            raise TraceCorruption(f"{f.actor}'s state edit gives no JSON value ({exc})", n,
+                                  "a state edit gives a state from the actor's last one") from None
+        except ValueError as exc:
+            raise TraceCorruption(str(exc), n, "a state edit gives a state from the actor's last one") from None
         if f.chat:
             self.chats.setdefault(f.actor, []).append(f.chat)
 
