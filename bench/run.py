@@ -43,6 +43,10 @@ FLOW_DEFS: dict[str, tuple[str, str, int, str]] = {
     "fanout": ("fanout.py", "fanout", 10, "source + 8 workers + join, per item"),
     "loop": ("loopflow.py", "looped", 3, "3 body actors per item (loop node firings not counted)"),
 }
+# flows measured for tape size only (section 3), with the same items for both frameworks
+SIZE_FLOWS: dict[str, tuple[str, str, int, str]] = {
+    "accumulate": ("accumulate.py", "accumulate", 2, "source + a collector keeping every item, per item"),
+}
 
 FULL: dict[str, Any] = {
     "ft_n": {"chain": 2000, "fanout": 1400, "loop": 2000},  # 12,000 / 14,000 / 6,000 firings
@@ -50,6 +54,7 @@ FULL: dict[str, Any] = {
     "ft_reps": 5,
     "wf_reps": 3,  # wfpy's time varies by a third from run to run: its best of a few, as for Flowtape
     "big_n": 16667,  # 6 x 16,667 = 100,002 firings
+    "acc_n": 2000,  # 4,000 firings, for both frameworks
     "sleep_n": 33,  # 6 x 33 = 198 firings of 20 ms
     "sleep": 0.020,
     "sleep_mid": True,
@@ -60,6 +65,7 @@ QUICK: dict[str, Any] = {
     "ft_reps": 2,
     "wf_reps": 1,
     "big_n": 3334,  # 20,004 firings
+    "acc_n": 500,
     "sleep_n": 10,  # 60 firings of 20 ms
     "sleep": 0.020,
     "sleep_mid": False,
@@ -153,7 +159,7 @@ class Bench:
         self.count += 1
         spec_path = self.work / f"spec-{self.count:03d}.json"
         result_path = self.work / f"result-{self.count:03d}.json"
-        file, workflow, _, _ = FLOW_DEFS[flow]
+        file, workflow, _, _ = {**FLOW_DEFS, **SIZE_FLOWS}[flow]
         spec = {
             "framework": framework, "flow": str(self.flow_dirs[framework] / file), "workflow": workflow,
             "result": str(result_path), "runs": runs, "reps": reps,
@@ -394,6 +400,26 @@ def replay_figures(res: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def accumulator_sizes(b: Bench, rows: list[list[str]]) -> dict[str, Any]:
+    """Tape bytes per firing of a flow whose actor's state grows at every firing, for both
+    frameworks on the same items; adds its rows to the tape size table."""
+    n = b.params["acc_n"]
+    firings = n * SIZE_FLOWS["accumulate"][2]
+    ft = b.child("flowtape", "accumulate", n, [{"workers": 1, "tape": True, "out": str(b.work / "runs" / "ft-acc"),
+                                                 "run_id": "acc"}], label="accumulate (tape size)")
+    wf = b.child("wfpy", "accumulate", n, [{"workers": 1, "out": str(b.work / "runs" / "wf-acc"), "run_id": "acc"}],
+                 label="accumulate (tape size)")
+    ft_bytes = ft["runs"][0]["reps"][0].get("tape_bytes") if ft else None
+    wf_rep = wf["runs"][0]["reps"][0] if wf else None
+    wf_bytes = wf_rep["journal_bytes"] + wf_rep["queues_bytes"] if wf_rep else None
+    ratio = wf_bytes / ft_bytes if wf_bytes and ft_bytes else None
+    rows.append(["Flowtape tape.jsonl", "accumulate", f"{firings:,}", fmt(ft_bytes),
+                 fmt(ft_bytes / firings if ft_bytes else None, ",.0f"), ""])
+    rows.append(["wfpy journal + queues", "accumulate", f"{firings:,}", fmt(wf_bytes),
+                 fmt(wf_bytes / firings if wf_bytes else None, ",.0f"), f"{fmt(ratio, '.1f')}x Flowtape's"])
+    return {"firings": firings, "flowtape_bytes": ft_bytes, "wfpy_bytes": wf_bytes, "wfpy_over_flowtape": ratio}
+
+
 def tape_and_resume(b: Bench, results: dict[str, Any]) -> list[str]:
     p = b.params
     sections: list[str] = []
@@ -423,10 +449,11 @@ def tape_and_resume(b: Bench, results: dict[str, Any]) -> list[str]:
                  fmt(big_fresh.get("tape_bytes")), fmt(big_fresh["tape_bytes"] / big["firings"] if big_mb else None, ",.0f"),
                  f"{fmt(big_mb, '.1f')} MB  {verdict(big_mb < TARGET_BIG_TAPE_MB if big_mb else None)}"])
     ratio = wf_bpf / ft_bpf if wf_bpf and ft_bpf else None
+    acc = accumulator_sizes(b, rows)
     results["tape_size"] = {
         "flowtape_bytes_per_firing": ft_bpf, "wfpy_bytes_per_firing": wf_bpf, "wfpy_over_flowtape": ratio,
         "wfpy_edge_token_files": wf_speed.get("edge_token_files"),
-        "big_chain_firings": big["firings"], "big_chain_tape_mb": big_mb,
+        "big_chain_firings": big["firings"], "big_chain_tape_mb": big_mb, "accumulate": acc,
     }
     sections.append(table(
         "3. Tape size (chain flow, small int tokens)",
@@ -434,6 +461,8 @@ def tape_and_resume(b: Bench, results: dict[str, Any]) -> list[str]:
         [f"wfpy writes {fmt(ratio, '.1f')}x more bytes per firing than Flowtape (and one file per token"
          " that crosses an edge, in work/edge-tokens/).",
          f"Flowtape chain: {p['ft_n']['chain']:,} items; wfpy chain: {p['wf_n']['chain']:,} items (bytes/firing compared).",
+         f"accumulate: {p['acc_n']:,} items for both; its collector's state grows by an item at every firing"
+         " (Flowtape writes the change, wfpy the whole state).",
          f"target: the {big['firings']:,}-firing tape < {TARGET_BIG_TAPE_MB:.0f} MB."
          + ("" if not b.args.quick else " (--quick: a smaller run; the full bench does 100,002 firings.)")],
     ))

@@ -148,3 +148,15 @@ def test_edits_cut_between_characters():
     assert edit is not None and apply_edit(before, edit) == after and "ü" in edit[2]
     with pytest.raises(ValueError, match="edit keeping"):
         apply_edit(before, (len(before), 1, ""))
+
+
+@settings(max_examples=300, deadline=None)
+@given(head=st.text(max_size=3000), tail=st.text(max_size=3000), was=st.text(max_size=40), now=st.text(max_size=40))
+def test_an_edit_finds_what_two_encodings_share(head, tail, was, now):
+    before, after = (head + was + tail).encode(), (head + now + tail).encode()
+    edit = edit_between(before, after)
+    if edit is not None:
+        assert apply_edit(before, edit) == after
+    changed = len(was.encode()) + len(now.encode())
+    if len(before) >= EDIT_FROM and changed + 6 < len(after) // 2:  # a cut moves at most 3 bytes each side
+        assert edit is not None and len(edit[2].encode()) <= changed + 6

@@ -20,8 +20,9 @@ def edit_between(old: bytes, new: bytes) -> Edit | None:
     if len(old) < EDIT_FROM:
         return None
     most = min(len(old), len(new))
-    head = _common(most, lambda k: new.startswith(old[:k]))
-    tail = _common(most - head, lambda k: new.endswith(old[len(old) - k :]))
+    head = _common(most, lambda i, j: old[i:j] == new[i:j])
+    n, m = len(old), len(new)
+    tail = _common(most - head, lambda i, j: old[n - j : n - i] == new[m - j : m - i])
     end = len(new) - tail
     while head and _inside_character(new, head):  # (equal bytes: the cut is the same in both)
         head -= 1
@@ -40,15 +41,21 @@ def apply_edit(old: bytes, edit: Edit) -> bytes:
     return old[:head] + middle.encode() + old[len(old) - tail :]
 
 
-def _common(most: int, holds: Callable[[int], bool]) -> int:
-    """The largest k <= most for which `holds(k)` (true for 0, and for every k below one it is
-    true for): a binary search of C-speed comparisons, never a loop over bytes."""
-    if holds(most):
-        return most
-    lo, hi = 0, most  # holds(lo), not holds(hi)
-    while hi - lo > 1:
+def _common(most: int, same: Callable[[int, int], bool]) -> int:
+    """How many bytes, up to `most`, two encodings have in common, given `same(i, j)`: whether
+    their bytes i to j agree. Chunks of doubling size, then halving: a few C-speed comparisons
+    over about twice the common bytes, never a loop over bytes (states can be megabytes)."""
+    lo, step = 0, 64
+    while True:
+        if lo >= most:
+            return most
+        hi = min(most, lo + step)
+        if not same(lo, hi):
+            break
+        lo, step = hi, step * 2
+    while hi - lo > 1:  # bytes up to lo agree, those up to hi do not
         mid = (lo + hi) // 2
-        if holds(mid):
+        if same(lo, mid):
             lo = mid
         else:
             hi = mid
