@@ -263,3 +263,61 @@ async def test_a_tape_line_longer_than_a_read_chunk_is_followed_whole(client: La
     assert len(col.steps(run["runId"])) == len(recorded) == 40
     page = await request(client, "flowtape/getSteps", {"runId": run["runId"], "from": 1, "limit": 100})
     assert [s["step"] for s in page["steps"]] == list(range(1, 41))
+
+
+FLOW_GROWING = '''\
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Gen:
+    class Ports:
+        Out = Port[int](direction="out")
+
+    i: int = 0
+
+    def action(self):
+        if self.i >= 200:
+            return None
+        self.i += 1
+        return self.i
+
+
+@task
+class Newest:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    seen: list = []
+
+    def action(self, x):
+        self.seen.insert(0, x)
+        return len(self.seen)
+
+
+@workflow
+def main():
+    newest = Newest()
+    connect(Gen().Out, newest.In)
+    connect(newest.Out, "Count")
+'''
+
+
+async def test_a_state_written_as_edits_is_shown_and_resumed_whole(client: LanguageClient, workspace: Path) -> None:
+    """A state that grows at every firing is on the tape as edits of the last one (docs/tape-format.md,
+    `stateEdit`); the server shows it whole at any step and resumes from it."""
+    flow = write_flow(workspace, "growing.py", FLOW_GROWING)
+    col = collector(client)
+    started = await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1})
+    done = await col.finished(started["runId"])
+    assert done["status"] == "succeeded"
+    assert b'"stateEdit":' in (Path(started["runDir"]) / "tape.jsonl").read_bytes()
+    for k in (150, 200):  # step 2k is newest's k-th firing
+        detail = await request(client, "flowtape/stepDetail", {"runId": started["runId"], "step": 2 * k})
+        state = next(a["state"] for a in detail["states"] if a["actor"] == "newest")
+        assert state.startswith(f"{{'seen': [{k}, {k - 1}, {k - 2}, "), state
+    resumed = await command(client, "flowtape.resumeAtStep", {"runId": started["runId"], "step": 301})
+    assert (await col.finished(resumed["runId"]))["status"] == "succeeded"
+    _, rebuild = verify(Path(resumed["runDir"]) / "tape.jsonl")
+    assert rebuild.states["newest"] == verify(Path(started["runDir"]) / "tape.jsonl")[1].states["newest"]
