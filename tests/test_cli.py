@@ -391,3 +391,24 @@ def test_a_step_of_a_run_without_steps_says_so(cli, tmp_path):
     cli("run", str(tmp_path / "idle.py"), "--run-id", "idle")
     code, _, err = cli("show", "idle", "--step", "1")
     assert code == 2 and err == "flowtape: step 1 is out of range: run idle has no steps\n"
+
+
+def test_runs_and_show_print_one_json_object_with_values_whole(cli):
+    growing = str(Path(__file__).parent / "flows" / "growing.py")
+    assert cli("run", growing, "--max-workers", "1", "--run-id", "g1")[0] == 0
+    code, out, _ = cli("runs", "--json")
+    assert code == 0 and out.count("\n") == 1
+    (listed,) = json.loads(out)
+    assert Path(listed["dir"]).name == "g1"
+    assert {k: listed["summary"][k] for k in ("id", "status", "steps")} == {"id": "g1", "status": "succeeded", "steps": 600}
+    code, out, _ = cli("show", "g1", "--step", "400", "--json")  # numbers' and collect's 200th firings
+    detail = json.loads(out)
+    assert (detail["step"], detail["actor"], detail["fireCount"]) == (400, "collect", 200)
+    assert detail["taken"] == [{"queue": "numbers.Out->collect.In", "tokens": [200]}]
+    states = {a["actor"]: (a["fireCount"], a["state"]) for a in detail["states"]}
+    assert states["collect"] == (200, {"seen": list(range(1, 201)), "count": 200})  # whole, not a preview
+    code, out, _ = cli("show", "g1", "--json")
+    run = json.loads(out)
+    assert [s["step"] for s in run["steps"]] == list(range(1, 601)) and run["end"]["status"] == "succeeded"
+    code, out, _ = cli("show", "g1", "--step", "601", "--json")
+    assert code == 2 and json.loads(out) == {"status": "error", "error": "step 601 is out of range: run g1 has steps 1 to 600"}

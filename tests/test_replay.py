@@ -646,7 +646,7 @@ def test_an_input_wired_straight_to_an_output_is_on_the_tape_and_survives_every_
         assert resumed.outputs == original.outputs, at_step
         verify(resumed.run_dir / "tape.jsonl")
     shown = detail_of(original.run_dir, original.steps)
-    assert [(n, tokens) for queue, n, tokens in shown.queues if queue == "$.Echo"] == [(1, ["'hi'"])]
+    assert [(q.size, [bytes(t) for t in q.tokens]) for q in shown.queues if q.queue == "$.Echo"] == [(1, [b'"hi"'])]
 
 
 ORDERED = '''

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
-from .rundir import DEFAULT_RUNS_DIR, TAPE, list_runs, process_alive, read_summary, resolve_run
+from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, process_alive, read_summary, resolve_run
 from .runner import MAX_WORKERS
 from .seek import last_step_number
 from .values import preview, preview_json
@@ -26,7 +26,7 @@ OUTPUT_CHARS = 10_000  # per output port, in text mode
 
 
 class _Parser(argparse.ArgumentParser):
-    json_asked = False  # `run --json` on the command line: a mistake in it is a JSON object too
+    json_asked = False  # `--json` on the command line (run, runs, show): a mistake in it is a JSON object too
 
     def error(self, message: str) -> Any:  # one line and exit 2, like every other usage error
         if _Parser.json_asked:
@@ -174,34 +174,58 @@ def _say(text: str) -> None:
     print(text.translate(_CONTROLS))
 
 
+def _say_json(value: object) -> None:
+    """One line of JSON (run.json holds its outputs indented: made one line too)."""
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(value), indent=0).decode() + "\n")
+
+
+class ListedRun(msgspec.Struct):
+    """A run as `runs --json` lists it: its directory, and its run.json (a dead run's status `killed`)."""
+
+    dir: str
+    summary: RunSummary
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     if _runs_dir(args).exists() and not _runs_dir(args).is_dir():
         raise UsageError(f"{_runs_dir(args)} is not a directory of runs")
     runs = list_runs(_runs_dir(args))
+    listed: list[ListedRun] = []
+    for run_dir, s in runs:
+        if s.status == "running" and not process_alive(s.pid):  # its process died without an end record
+            s = msgspec.structs.replace(s, status="killed")
+            with contextlib.suppress(OSError):
+                s.steps = last_step_number(run_dir / TAPE)
+        listed.append(ListedRun(str(run_dir), s))
+    if args.json:
+        _say_json(listed)
+        return EXIT_OK
     if not runs:
         _say(f"no runs in {_runs_dir(args)}")
-        return EXIT_OK
-    for run_dir, s in runs:
+    for run in listed:
+        s, name = run.summary, Path(run.dir).name
         origin = f"  resumed from {s.resumedFrom} @ step {s.resumedAtStep}" if s.resumedFrom else ""
-        status, steps = s.status, s.steps
-        if status == "running" and not process_alive(s.pid):  # its process died without an end record
-            status = "killed"
-            with contextlib.suppress(OSError):
-                steps = last_step_number(run_dir / TAPE)
-        copied = f"  (a copy of run {s.id})" if run_dir.name != s.id else ""  # the name is what `show` takes
-        _say(f"{run_dir.name}  {s.workflow:<16} {status:<9} {steps:>7} steps  {s.startedAt}{origin}{copied}")
+        copied = f"  (a copy of run {s.id})" if name != s.id else ""  # the name is what `show` takes
+        _say(f"{name}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}{copied}")
     return EXIT_OK
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .show import detail_of, format_detail, load
+    from .show import detail_of, format_detail, load, run_detail
     from .tape import Step
 
     run_dir = resolve_run(args.run, _runs_dir(args))
     if args.step is not None:
-        _say(format_detail(detail_of(run_dir, args.step)))
+        detail = detail_of(run_dir, args.step)
+        if args.json:
+            _say_json(detail)
+        else:
+            _say(format_detail(detail))
         return EXIT_OK
     tape = load(run_dir)
+    if args.json:
+        _say_json(run_detail(tape))
+        return EXIT_OK
     h = tape.header
     end = tape.end
     _say(f"run {h.runId} · workflow {h.workflow} · {h.flowFile}")
@@ -308,11 +332,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list runs, newest first")
     p.add_argument("--runs-dir", **runs_dir)
+    p.add_argument("--json", action="store_true", help="print a JSON array: each run's directory and run.json")
     p.set_defaults(fn=cmd_runs)
 
     p = sub.add_parser("show", help="print a run, or one step of it")
     p.add_argument("run", help="a run directory or a run id")
     p.add_argument("--step", type=int, metavar="N", help="show step N: what it took and put, every queue and state after it")
+    p.add_argument("--json", action="store_true", help="print one JSON object, values whole, in the tape's tagged JSON")
     p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_show)
 
@@ -339,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    _Parser.json_asked = bool(words) and words[0] == "run" and "--json" in words
+    _Parser.json_asked = bool(words) and words[0] in ("run", "runs", "show") and "--json" in words
     args = build_parser().parse_args(argv)
     verbose = bool(getattr(args, "verbose", False))
     try:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
+from msgspec import Raw
 
 from . import trust
 from .errors import UsageError
@@ -17,18 +17,68 @@ from .values import preview_json
 from .verify import Rebuild, verify
 
 
-@dataclass
-class StepDetail:
-    step: Step
-    firings: list[Firing]
-    taken: list[tuple[str, list[str]]]
-    put: list[tuple[str, list[str]]]
-    queues: list[tuple[str, int, list[str]]]
-    states: list[tuple[str, int, str | None]]  # every actor: path, fire count, state (None: it keeps none)
-    chat: list[tuple[str, str]] = field(default_factory=list)
+class Tokens(msgspec.Struct):
+    queue: str
+    tokens: list[Raw]  # tagged JSON, as on the tape
 
 
-def _previews(tokens: list[msgspec.Raw], limit: int = 60) -> list[str]:
+class Contents(msgspec.Struct):
+    queue: str
+    size: int
+    tokens: list[Raw]
+
+
+class ActorAfter(msgspec.Struct):
+    actor: str
+    fireCount: int
+    state: Raw | None  # None: it keeps none
+
+
+class ChatAdded(msgspec.Struct):
+    actor: str
+    messages: Raw
+
+
+class StepDetail(msgspec.Struct):
+    """One step as the tape tells it, values whole (`show --step N --json` prints it as is)."""
+
+    step: int
+    actor: str
+    kind: str
+    fireCount: int
+    journalSeq: int
+    replayed: bool
+    taken: list[Tokens]
+    put: list[Tokens]
+    queues: list[Contents]  # every queue after the step
+    states: list[ActorAfter]  # every actor after the step
+    chat: list[ChatAdded]
+
+
+class StepLine(msgspec.Struct):
+    step: int
+    actor: str
+    kind: str
+    fireCount: int
+    journalSeq: int
+    replayed: bool
+    at: int  # microseconds since the run started
+    dur: int
+
+
+class RunDetail(msgspec.Struct):
+    """A run as its tape tells it (`show RUN --json`); `end` is None while it runs or when it was killed."""
+
+    runId: str
+    workflow: str
+    flowFile: str
+    resumedFrom: str | None
+    resumedAtStep: int | None
+    steps: list[StepLine]
+    end: End | None
+
+
+def _previews(tokens: list[Raw], limit: int = 60) -> list[str]:
     return [preview_json(msgspec.json.decode(t), limit) for t in tokens]
 
 
@@ -78,34 +128,42 @@ def step_detail(tape: Tape, number: int) -> StepDetail:
     return _describe(found.rebuild, found.step, found.firings)
 
 
-def _describe(rebuild: Rebuild, step: Step, pending: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]]) -> StepDetail:
+def _describe(rebuild: Rebuild, step: Step, pending: list[tuple[Firing, list[tuple[int, list[Raw]]]]]) -> StepDetail:
     names = rebuild.header.queues
-    taken = [(names[i], _previews(tokens)) for f, took in pending for i, tokens in took]
-    put = [(names[i], _previews(tokens)) for f, _ in pending for i, tokens in f.produced]
-    queues = [(names[i], len(q), _previews(list(q)[:5])) for i, q in enumerate(rebuild.queues)]
-    states = [
-        (a.path, rebuild.fire_counts.get(a.path, 0),
-         preview_json(msgspec.json.decode(rebuild.states[a.path]), 200) if a.path in rebuild.states else None)
-        for a in rebuild.header.actors
-    ]
-    chat = [(f.actor, preview_json(msgspec.json.decode(f.chat), 300)) for f, _ in pending if f.chat]
-    return StepDetail(step, [f for f, _ in pending], taken, put, queues, states, chat)
+    return StepDetail(
+        step.step, step.actor, step.kind, step.fireCount, step.journalSeq, step.replayed,
+        taken=[Tokens(names[i], tokens) for _, took in pending for i, tokens in took],
+        put=[Tokens(names[i], tokens) for f, _ in pending for i, tokens in f.produced],
+        queues=[Contents(names[i], len(q), list(q)) for i, q in enumerate(rebuild.queues)],
+        states=[ActorAfter(a.path, rebuild.fire_counts.get(a.path, 0), rebuild.states.get(a.path)) for a in rebuild.header.actors],
+        chat=[ChatAdded(f.actor, f.chat) for f, _ in pending if f.chat],
+    )
 
 
-def format_detail(detail: StepDetail) -> str:
-    s = detail.step
-    lines = [f"step {s.step}: {s.actor} ({s.kind}) fire {s.fireCount}, journalSeq {s.journalSeq}" + ("  [replayed]" if s.replayed else "")]
+def format_detail(d: StepDetail) -> str:
+    lines = [f"step {d.step}: {d.actor} ({d.kind}) fire {d.fireCount}, journalSeq {d.journalSeq}" + ("  [replayed]" if d.replayed else "")]
     lines.append("  took:")
-    lines += [f"    {q}: {', '.join(t)}" for q, t in detail.taken] or ["    nothing"]
+    lines += [f"    {t.queue}: {', '.join(_previews(t.tokens))}" for t in d.taken] or ["    nothing"]
     lines.append("  put:")
-    lines += [f"    {q}: {', '.join(t)}" for q, t in detail.put] or ["    nothing"]
+    lines += [f"    {t.queue}: {', '.join(_previews(t.tokens))}" for t in d.put] or ["    nothing"]
     lines.append("  queues after the step:")
-    lines += [f"    {q}: {n}" + (f"  [{', '.join(t)}{', …' if n > len(t) else ''}]" if n else "") for q, n, t in detail.queues]
+    for q in d.queues:
+        shown = _previews(q.tokens[:5])
+        lines.append(f"    {q.queue}: {q.size}" + (f"  [{', '.join(shown)}{', …' if q.size > len(shown) else ''}]" if q.size else ""))
     lines.append("  every actor after the step (fire count, state):")
-    lines += [f"    {a}: fired {n} · {'no state kept' if st is None else st}" for a, n, st in detail.states]
-    for actor, chat in detail.chat:
-        lines.append(f"  chat added by {actor}: {chat}")
+    for a in d.states:
+        state = "no state kept" if a.state is None else preview_json(msgspec.json.decode(a.state), 200)
+        lines.append(f"    {a.actor}: fired {a.fireCount} · {state}")
+    for c in d.chat:
+        lines.append(f"  chat added by {c.actor}: {preview_json(msgspec.json.decode(c.messages), 300)}")
     return "\n".join(lines)
+
+
+def run_detail(tape: Tape) -> RunDetail:
+    h = tape.header
+    steps = [StepLine(r.step, r.actor, r.kind, r.fireCount, r.journalSeq, r.replayed, r.at, r.dur)
+             for r in tape.records() if isinstance(r, Step)]
+    return RunDetail(h.runId, h.workflow, h.flowFile, h.resumedFrom, h.resumedAtStep, steps, tape.end)
 
 
 def load(run_dir: Path) -> Tape:
