@@ -115,6 +115,29 @@ class Pair:
     assert "Pair.pair takes 1 token argument(s) but consumes 2" in info.value.message
 
 
+def test_a_flow_imported_by_hand_is_still_named_in_its_errors(write_flow):
+    """A module loaded with importlib and never put in sys.modules (a test harness, a bench)."""
+    import importlib.util
+
+    path = write_flow(HEADER + """
+
+@task
+class Pair:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    @action(consumes={"In": 2})  # HERE
+    def pair(self, x):
+        return x
+""")
+    spec = importlib.util.spec_from_file_location("by_hand", path)
+    assert spec is not None and spec.loader is not None
+    with pytest.raises(FlowError) as info:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    _assert_names(info.value, path, "HERE")
+
+
 def test_a_type_mismatch_visible_from_port_types(write_flow):
     exc, path = _build_error(write_flow, """
 

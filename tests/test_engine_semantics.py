@@ -522,6 +522,61 @@ def test_without_produces_the_return_goes_to_every_output_port():
     assert _run(both_flow, {"In": 4}).outputs == {"Out": [40], "Copy": [40]}
 
 
+@task
+class PlainSplit:
+    """wfpy's way to split a plain `action`'s return across its ports: a dict by port name, a
+    tuple by position; a dict naming the one output port gives its value."""
+
+    class Ports:
+        In = Port[object](direction="in")
+        A = Port[object](direction="out")
+        B = Port[object](direction="out")
+
+    def action(self, x) -> dict:
+        return x
+
+
+@task
+class PlainOne:
+    class Ports:
+        In = Port[object](direction="in")
+        Out = Port[object](direction="out")
+
+    def action(self, x):
+        return x
+
+
+@workflow
+def plain_split_flow():
+    s = PlainSplit()
+    one = PlainOne()
+    connect("In", s.In)
+    connect(s.A, "A")
+    connect(s.B, one.In)
+    connect(one.Out, "B")
+
+
+@pytest.mark.parametrize("given, a, b", [
+    ({"A": 1, "B": -1}, [1], [-1]),
+    ({"A": 100}, [100], []),  # a missing key puts nothing there
+    ((1, 2), [1], [2]),
+    ([3, None], [3], []),  # by position, None puts nothing
+    (7, [7], [7]),  # anything else goes to every port
+    ({"B": {"Out": 5}}, [], [5]),  # the one port's own name: its value
+    ({"B": {"k": 1}}, [], [{"k": 1}]),  # any other dict goes whole
+])
+def test_a_plain_action_routes_a_dict_by_port_name_and_a_tuple_by_position(given, a, b):
+    result = _run(plain_split_flow, {"In": given})
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"A": a, "B": b}
+
+
+def test_a_plain_action_returning_a_dict_naming_no_port_of_its_own_fails_the_run():
+    result = _run(plain_split_flow, {"In": {"A": 1, "C": 2}})
+    assert result.status == "failed"
+    assert "s.action returned a dict with key(s) 'C', but it produces on 'A', 'B'" in result.error.message
+
+
 # ---- inputs --------------------------------------------------------------------------------------------
 
 
@@ -1497,8 +1552,9 @@ def test_an_agent_chat_holds_the_values_whole_and_a_mock_for_no_port_is_an_error
     user, assistant = json.loads(bytes(firing.chat))
     assert json.loads(user["content"].split("\n\n", 1)[1]) == {"In": long_list}
     assert json.loads(assistant["content"]) == {"outputs": {"Out": 1}}
-    typo = execute(load_flow(write_flow(AGENT.replace("MOCKS", '"Outt": 1'), name="typo.py")), {"In": []}, runs_dir=tmp_path)
-    assert typo.status == "failed" and "mock_outputs names 'Outt', which is no output port of Counter" in typo.error.message
+    typo = write_flow(AGENT.replace("MOCKS", '"Outt": 1'), name="typo.py")
+    with pytest.raises(FlowError, match=r"typo.py:\d+: Counter: mock_outputs names 'Outt', which is no output port \(its outputs: Out\)"):
+        load_flow(typo)  # when the flow loads, before anything runs
 
 
 UNSAVEABLE_FANNED = '''

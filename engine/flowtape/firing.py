@@ -115,8 +115,8 @@ def _route(actor: Actor, action: ActionSpec, result: Any) -> list[tuple[str, Any
     if result is None:
         return []
     produces = action.produces
-    if produces is None:
-        return [(port, result) for port in actor.spec.outputs] if actor.spec else []
+    if produces is None:  # a plain `action`: one token on each output port, routed as wfpy routes it
+        produces = {port: 1 for port in actor.spec.outputs} if actor.spec else {}
     ports = list(produces)
     if isinstance(result, dict) and (len(ports) > 1 or set(result) == set(ports)):
         unknown = sorted(set(result) - set(ports))

@@ -289,6 +289,11 @@ def agent(
 
     def decorate(klass: type) -> type:
         spec = _make_spec(klass, "agent")
+        unknown = [port for port in outputs or {} if port not in spec.outputs]
+        if unknown:  # said when the flow loads, not at the first firing
+            site = class_site(klass)
+            raise FlowError(f"{klass.__name__}: mock_outputs names {', '.join(map(repr, unknown))}, which is no output port "
+                            f"(its outputs: {', '.join(spec.outputs) or 'none'})", site.file, site.line)
         spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model, max(budget, 0))
         spec.kind = "agent"
         spec.refresh()

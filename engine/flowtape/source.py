@@ -40,8 +40,7 @@ def class_site(cls: type) -> Site:
     """Where `class X` is written, found without importing or executing anything."""
     import linecache
 
-    module = sys.modules.get(cls.__module__)
-    filename = getattr(module, "__file__", None)
+    filename = _file_of(cls)
     if not filename:
         return UNKNOWN
     needle = f"class {cls.__name__}"
@@ -50,6 +49,19 @@ def class_site(cls: type) -> Site:
         if stripped.startswith(needle) and stripped[len(needle) : len(needle) + 1] in ("(", ":", " "):
             return Site(os.path.abspath(filename), number)
     return Site(os.path.abspath(filename), 0)
+
+
+def _file_of(cls: type) -> str | None:
+    """The file a class is written in: its module's, or (a module loaded by hand, never put in
+    sys.modules) the file its methods were compiled from."""
+    filename = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if filename:
+        return str(filename)
+    for value in vars(cls).values():
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is not None and not code.co_filename.startswith("<") and not _is_internal(code.co_filename):
+            return str(code.co_filename)
+    return None
 
 
 def traceback_site(exc: BaseException) -> Site | None:
