@@ -231,6 +231,8 @@ def test_divergence_names_the_actor_and_independent_branches_replay_on(branches,
 
 def test_a_not_replayable_actor_runs_live_and_downstream_replays_on(chain, tmp_path):
     original = execute(chain.locked, max_workers=1, runs_dir=tmp_path)
+    # said when the run is recorded, not first when it is resumed
+    assert original.warnings == ["4 firing(s) of locky cannot be replayed (locky._guard: a Lock cannot be saved): a resume runs them live"]
     chain.CALLS.clear()
     resumed = execute(chain.locked, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir)
     assert resumed.outputs == original.outputs

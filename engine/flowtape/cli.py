@@ -115,6 +115,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             out["error"] = result.error.message
         if result.replay_stopped:
             out["replayStopped"] = msgspec.to_builtins(result.replay_stopped)
+        if result.warnings:
+            out["warnings"] = result.warnings
         sys.stdout.write(json.dumps(out, default=str) + "\n")
     else:
         cut = False

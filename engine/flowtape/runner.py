@@ -338,7 +338,10 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         write_summary(run_dir, summary)
     return RunResult(
         status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), leftovers, stuck,
-        big_parameters_changed(net.actors),
+        big_parameters_changed(net.actors) + [
+            f"{count} firing(s) of {path} cannot be replayed ({reason}): a resume runs them live"
+            for path, (count, reason) in engine.unreplayable.items()
+        ],
     )
 
 

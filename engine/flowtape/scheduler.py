@@ -95,7 +95,7 @@ class Engine:
         "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since",
         "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "rounds", "seq", "steps",
-        "stop_requested", "t0", "tape", "top", "work_dir",
+        "stop_requested", "t0", "tape", "top", "unreplayable", "work_dir",
     )
 
     def __init__(
@@ -128,6 +128,7 @@ class Engine:
         self.stop_requested = False
         self.exclusive: threading.Thread | None = None
         self.diverged: list[Diverged] = []
+        self.unreplayable: dict[str, tuple[int, str]] = {}  # actor: its firings a resume cannot replay, the first reason
         self.last_taken: list[tuple[Queue, list[Item]]] = []  # what the latest step took, for the end record
         self.last_step_seq = -1
         self.chats_since: dict[str, list[Raw]] = {}  # chat messages added since the last checkpoint
@@ -414,6 +415,8 @@ class Engine:
         if not_replayable:
             record.notReplayable = not_replayable
             self.can_checkpoint = False
+            count, reason = self.unreplayable.get(actor.path, (0, not_replayable))
+            self.unreplayable[actor.path] = (count + 1, reason)
         if state is not None:
             record.state = state
         if chat is not None:
