@@ -1,5 +1,5 @@
 """Diagnostics (source `flowtape`): flows that cannot load (checked in a child process on open and
-save), failed runs, and replays that diverged. A flow's run diagnostics are replaced by those of
+save), failed runs, replays that diverged, and actors whose firings a resume cannot replay. A flow's run diagnostics are replaced by those of
 its next finished run, so they clear when that run is clean."""
 
 from __future__ import annotations
@@ -126,6 +126,14 @@ class Diagnostics:
                     range=_range(line, self._line_text(uri, line)), message="; ".join(parts),
                     severity=lsp.DiagnosticSeverity.Warning, source=SOURCE, code="replay-diverged",
                     data={"runId": run.run_id, "actor": d.actor, "step": d.step},
+                ))
+            for actor, (count, reason) in run.index.unreplayable.items():
+                uri, line = self._actor_site(header, actor, run.uri)
+                targets.setdefault(uri, []).append(lsp.Diagnostic(
+                    range=_range(line, self._line_text(uri, line)),
+                    message=f"{count} firing(s) of {actor} cannot be replayed ({reason}): a resume runs them live",
+                    severity=lsp.DiagnosticSeverity.Information, source=SOURCE, code="not-replayable",
+                    data={"runId": run.run_id, "actor": actor},
                 ))
         if end is not None and end.status == "failed" and end.error is not None:
             info = end.error

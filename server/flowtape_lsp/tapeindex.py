@@ -221,6 +221,7 @@ class TapeIndex:
         self.snapshots: list[Snapshot] = []
         self.snapshot_every = SNAPSHOT_EVERY
         self.diverged: list[Diverged] = []
+        self.unreplayable: dict[str, tuple[int, str]] = {}  # actor: its firings a resume cannot replay, the first reason
         self.diverged_steps: set[int] = set()
         self.actor_last_step: dict[str, int] = {}  # the top-level step holding each actor's last firing
         self._awaiting_step: dict[tuple[str, int], list[str]] = {}
@@ -297,6 +298,9 @@ class TapeIndex:
         if isinstance(record, Firing):
             top = record.within if record.within is not None else (record.actor, record.fireCount)
             self._awaiting_step.setdefault((top[0], top[1]), []).append(record.actor)
+            if record.notReplayable:
+                count, reason = self.unreplayable.get(record.actor, (0, record.notReplayable))
+                self.unreplayable[record.actor] = (count + 1, reason)
         elif isinstance(record, Step):
             self.steps = record.step
             self.last_step = record

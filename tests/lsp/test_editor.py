@@ -210,3 +210,55 @@ async def test_step_detail_is_fast_on_a_long_tape(client: LanguageClient, worksp
     assert worst < 0.25  # a round trip through the client; the server's part is well under 50 ms
     page = await request(client, "flowtape/getSteps", {"runId": run["runId"], "from": 39_990, "limit": 20})
     assert [s["step"] for s in page["steps"]] == list(range(39_990, 40_001))
+
+
+FLOW_LOCKED = '''\
+import threading
+
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Gen:
+    class Ports:
+        Out = Port[int](direction="out")
+
+    i: int = 0
+
+    def action(self):
+        if self.i >= 3:
+            return None
+        self.i += 1
+        return self.i
+
+
+@task
+class Locky:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    guard: object = None
+
+    def action(self, x):
+        self.guard = threading.Lock()
+        return x
+
+
+@workflow
+def main():
+    locky = Locky()
+    connect(Gen().Out, locky.In)
+    connect(locky.Out, "Out")
+'''
+
+
+async def test_an_actor_whose_firings_cannot_be_replayed_is_said_at_its_line(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "locked.py", FLOW_LOCKED)
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    assert (await col.finished(run["runId"]))["status"] == "succeeded"
+    diags = await diagnostics_for(client, uri_of(flow), lambda ds: any(d.code == "not-replayable" for d in ds))
+    (info,) = diags
+    assert info.severity == lsp.DiagnosticSeverity.Information and info.range.start.line == line_of(flow, "locky = Locky()")
+    assert info.message == "3 firing(s) of locky cannot be replayed (locky.guard: a Lock cannot be saved): a resume runs them live"
