@@ -13,6 +13,7 @@ from .conftest import (
     FLOW_DIVERGE,
     FLOW_FAIL,
     FLOW_MISWIRED,
+    GEN_FLOW,
     collector,
     command,
     count_flow,
@@ -212,24 +213,8 @@ async def test_step_detail_is_fast_on_a_long_tape(client: LanguageClient, worksp
     assert [s["step"] for s in page["steps"]] == list(range(39_990, 40_001))
 
 
-FLOW_LOCKED = '''\
+FLOW_LOCKED = GEN_FLOW.format(body='''
 import threading
-
-from flowtape import Port, connect, task, workflow
-
-
-@task
-class Gen:
-    class Ports:
-        Out = Port[int](direction="out")
-
-    i: int = 0
-
-    def action(self):
-        if self.i >= 3:
-            return None
-        self.i += 1
-        return self.i
 
 
 @task
@@ -248,9 +233,9 @@ class Locky:
 @workflow
 def main():
     locky = Locky()
-    connect(Gen().Out, locky.In)
+    connect(Gen(n=3).Out, locky.In)
     connect(locky.Out, "Out")
-'''
+''')
 
 
 async def test_an_actor_whose_firings_cannot_be_replayed_is_said_at_its_line(client: LanguageClient, workspace: Path) -> None:

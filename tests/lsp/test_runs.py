@@ -13,7 +13,7 @@ from flowtape.verify import verify
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from .conftest import FLOW_NESTED, collector, command, count_flow, request, uri_of, write_flow
+from .conftest import FLOW_NESTED, GEN_FLOW, collector, command, count_flow, request, uri_of, write_flow
 
 
 def tape_steps(run_dir: str) -> list[Step]:
@@ -265,24 +265,7 @@ async def test_a_tape_line_longer_than_a_read_chunk_is_followed_whole(client: La
     assert [s["step"] for s in page["steps"]] == list(range(1, 41))
 
 
-FLOW_GROWING = '''\
-from flowtape import Port, connect, task, workflow
-
-
-@task
-class Gen:
-    class Ports:
-        Out = Port[int](direction="out")
-
-    i: int = 0
-
-    def action(self):
-        if self.i >= 200:
-            return None
-        self.i += 1
-        return self.i
-
-
+FLOW_GROWING = GEN_FLOW.format(body='''
 @task
 class Newest:
     class Ports:
@@ -299,9 +282,9 @@ class Newest:
 @workflow
 def main():
     newest = Newest()
-    connect(Gen().Out, newest.In)
+    connect(Gen(n=200).Out, newest.In)
     connect(newest.Out, "Count")
-'''
+''')
 
 
 async def test_a_state_written_as_edits_is_shown_and_resumed_whole(client: LanguageClient, workspace: Path) -> None:
