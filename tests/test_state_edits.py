@@ -11,15 +11,16 @@ import pytest
 from flowtape import scheduler, trust
 from flowtape.cli import main as cli_main
 from flowtape.delta import EDIT_FROM, apply_edit, edit_between
-from flowtape.errors import TraceCorruption
+from flowtape.errors import ResumeRefused, TraceCorruption
 from flowtape.loader import load_module
 from flowtape.runner import execute
 from flowtape.seek import at_step_from_checkpoints
-from flowtape.tape import Firing, decode_record, read_tape, reseal
+from flowtape.tape import Firing, decode_record, encode_record, read_tape, reseal
 from flowtape.verify import verify
 from flowtape_lsp.tapeindex import TapeIndex
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import Raw
 
 FLOW = Path(__file__).parent / "flows" / "growing.py"
 N = 300
@@ -92,18 +93,26 @@ def test_every_reader_gives_the_whole_state_at_a_step(growing, tmp_path, monkeyp
 
 
 def tamper(path: Path, how: str) -> None:
-    """Change the first edited state on the tape, and reseal the chain: only the rules can tell."""
+    """Change the first edited state on the tape (or the one before it), and reseal the chain:
+    only the rules can tell."""
     lines = path.read_bytes().splitlines()
     first = next(i for i, raw in enumerate(lines) if b'"stateEdit":' in raw)
     record = decode_record(lines[first])
-    assert isinstance(record, Firing) and record.stateEdit is not None
-    head, _, middle = record.stateEdit
+    assert isinstance(record, Firing) and record.stateEdit
+    ops = record.stateEdit
     if how == "too long":
-        lines[first] = lines[first].replace(f'"stateEdit":[{head},'.encode(), f'"stateEdit":[{head + 10**6},'.encode())
+        ops[0] = ops[0] + 10**6 if isinstance(ops[0], int) else 10**6
     elif how == "no JSON":
-        lines[first] = lines[first].replace(msgspec.json.encode(middle), msgspec.json.encode(middle + "]]"))
+        ops.append("]]")
+    elif how == "both":
+        record.state = Raw(b'{"seen":[],"count":0}')
+    elif how == "not an object":
+        before = max(i for i in range(first) if b'"actor":"collect"' in lines[i] and b'"state":' in lines[i])
+        lines[before] = re.sub(rb'"state":\{[^{}]*\}', b'"state":[1,2,3]', lines[before])
     else:  # the states it is an edit of are gone
         lines[:first] = [re.sub(rb',"state":\{[^{}]*\}', b"", raw) if b'"collect"' in raw else raw for raw in lines[:first]]
+    if how in ("too long", "no JSON", "both"):
+        lines[first] = encode_record(record)
     path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
 
 
@@ -111,6 +120,8 @@ def tamper(path: Path, how: str) -> None:
     ("too long", "collect's state edit does not fit its last state"),
     ("no JSON", "collect's state edit gives no JSON value"),
     ("no last state", "collect's state is written as an edit, but no state of it was recorded before"),
+    ("both", "collect's firing \\d+ gives both a state and a state edit"),
+    ("not an object", "collect's state after firing \\d+ is not a JSON object of its fields"),
 ])
 def test_an_edit_that_cannot_give_a_state_is_refused(growing, tmp_path, how, said):
     result = execute(growing.main, max_workers=1, runs_dir=tmp_path)
@@ -119,6 +130,8 @@ def test_an_edit_that_cannot_give_a_state_is_refused(growing, tmp_path, how, sai
     with pytest.raises(TraceCorruption, match=said):
         verify(path)
     assert cli_main(["verify", str(result.run_dir)]) == 1
+    with pytest.raises(ResumeRefused, match="fails verification"):
+        execute(growing.main, max_workers=1, runs_dir=tmp_path, resume_from=result.run_dir)
 
 
 json_values = st.recursive(
@@ -126,6 +139,10 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=6), inner, max_size=6),
     max_leaves=40,
 )
+
+
+def inserted(edit: list) -> int:
+    return sum(len(op.encode()) for op in edit if isinstance(op, str))
 
 
 @settings(max_examples=300, deadline=None)
@@ -138,16 +155,7 @@ def test_an_edit_gives_exactly_the_new_encoding(old, new, pad):
         assert edit is None
     if edit is not None:
         assert apply_edit(before, edit) == after
-        assert len(edit[2].encode()) <= len(after) // 2
-
-
-def test_edits_cut_between_characters():
-    before = msgspec.json.encode({"s": "é" * 200})
-    after = msgspec.json.encode({"s": "é" * 100 + "ü" + "é" * 100})
-    edit = edit_between(before, after)
-    assert edit is not None and apply_edit(before, edit) == after and "ü" in edit[2]
-    with pytest.raises(ValueError, match="edit keeping"):
-        apply_edit(before, (len(before), 1, ""))
+        assert inserted(edit) <= len(after) // 2
 
 
 @settings(max_examples=300, deadline=None)
@@ -158,5 +166,39 @@ def test_an_edit_finds_what_two_encodings_share(head, tail, was, now):
     if edit is not None:
         assert apply_edit(before, edit) == after
     changed = len(was.encode()) + len(now.encode())
-    if len(before) >= EDIT_FROM and changed + 6 < len(after) // 2:  # a cut moves at most 3 bytes each side
-        assert edit is not None and len(edit[2].encode()) <= changed + 6
+    if len(before) >= EDIT_FROM and changed + 6 < len(after) // 4:  # a cut moves at most 3 bytes each side
+        assert edit is not None and inserted(edit) <= changed + 6
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(20, 120), min_size=2, max_size=5),
+       changes=st.lists(st.tuples(st.text(max_size=6), st.text(max_size=6)), min_size=2, max_size=5))
+def test_changes_far_apart_are_edits_of_their_own(sizes, changes):
+    """A counter before a list that grew: two changes, not one span over the whole state."""
+    parts = [",".join(str(1000 * i + k) for k in range(size)) for i, size in enumerate(sizes)]  # nothing repeats
+    pairs = list(zip(parts, changes, strict=False))
+    before = "".join(p + f"<{a}>" for p, (a, _) in pairs).encode()
+    after = "".join(p + f"<{b}>" for p, (_, b) in pairs).encode()
+    edit = edit_between(before, after)
+    if edit is not None:
+        assert apply_edit(before, edit) == after
+    changed = sum(len(a.encode()) + len(b.encode()) + 6 for _, (a, b) in pairs)
+    if len(before) >= EDIT_FROM and changed < len(after) // 4:
+        assert edit is not None and inserted(edit) <= changed
+
+
+def test_a_counter_before_a_growing_list_is_two_small_edits():
+    before = msgspec.json.encode({"count": 99, "seen": list(range(1, 100))})
+    after = msgspec.json.encode({"count": 100, "seen": list(range(1, 101))})
+    assert edit_between(before, after) == [9, -2, "100", 296, ",100"]
+
+
+def test_edits_cut_between_characters():
+    before = msgspec.json.encode({"s": "é" * 200})
+    after = msgspec.json.encode({"s": "é" * 100 + "ü" + "é" * 100})
+    edit = edit_between(before, after)
+    assert edit is not None and apply_edit(before, edit) == after and any("ü" in op for op in edit if isinstance(op, str))
+    with pytest.raises(ValueError, match="an edit that copies 999 bytes at byte 0 of a 408-byte state"):
+        apply_edit(before, [999])
+    with pytest.raises(ValueError, match="skips"):
+        apply_edit(before, [400, -10])

@@ -95,7 +95,7 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only
     consumed: list[tuple[int, int, str]] = []  # queue index, count, digest of the tokens
     produced: list[tuple[int, list[Raw]]] = []  # queue index, encoded tokens
     state: Raw = _NO_STATE  # present only when the firing changed the state
-    stateEdit: Edit | None = None  # instead of `state`: the new state as an edit of the last (delta.py)
+    stateEdit: Edit | None = None  # instead of `state`: the new state as an edit of the last one (delta.py)
     chat: Raw = Raw()  # the chat messages this firing added
     within: tuple[str, int] | None = None  # the top-level firing this one ran inside
     notReplayable: str | None = None
@@ -214,6 +214,8 @@ def resolve_state(firing: Firing, states: dict[str, Raw]) -> None:
     """Fill in a firing's state given as an edit of its actor's last one (in `states`, which
     takes the firing's state). ValueError when there is no last state or the edit does not fit it."""
     if firing.stateEdit is not None:
+        if firing.state:
+            raise ValueError(f"{firing.actor}'s firing {firing.fireCount} gives both a state and a state edit")
         last = states.get(firing.actor)
         if last is None:
             raise ValueError(f"{firing.actor}'s state is written as an edit, but no state of it was recorded before")

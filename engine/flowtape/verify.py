@@ -144,6 +144,8 @@ class Rebuild:
         edited = f.stateEdit is not None
         try:
             resolve_state(f, self.states)
+            if self.full_checks and f.state and memoryview(f.state)[:1] != b"{":
+                raise ValueError(f"{f.actor}'s state after firing {f.fireCount} is not a JSON object of its fields")
             if edited and self.full_checks:
                 msgspec.json.decode(f.state)
         except msgspec.DecodeError as exc:
