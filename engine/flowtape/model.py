@@ -66,9 +66,11 @@ class TaskSpec:
     schedule: Schedule | None = None  # a `Schedule` inner class (see schedules.py)
     zero_input: bool = field(init=False, default=False)
     fixed_attrs: frozenset[str] = field(init=False, default=frozenset())
+    each_output: dict[str, int] = field(init=False, default_factory=dict)  # what a plain `action` produces
 
     def __post_init__(self) -> None:
         self.zero_input = any(not a.consumes for a in self.actions)
+        self.each_output = dict.fromkeys(self.outputs, 1)
         self.refresh()
 
     def refresh(self) -> None:

@@ -382,21 +382,25 @@ class TapeWriter:
                 finally:
                     record.round = self._round
         elif type(record) is Firing:
-            seq, state = record.seq, record.state
-            edit = None
+            state = record.state
             if state:
                 last = self._states.get(record.actor)
                 self._states[record.actor] = state
                 if last is not None and len(last) >= EDIT_FROM:
                     edit = edit_between(bytes(last), bytes(state))
-            if seq == self._step + 1 or edit is not None:
-                record.seq = 0 if seq == self._step + 1 else seq
-                if edit is not None:
-                    record.state, record.stateEdit = _NO_STATE, edit
+                    if edit is not None:
+                        record.state, record.stateEdit = _NO_STATE, edit
+                        try:
+                            return self._seal(record)
+                        finally:
+                            record.state, record.stateEdit = state, None
+            seq = record.seq
+            if seq == self._step + 1:
+                record.seq = 0
                 try:
                     return self._chain.seal_line(_encoder.encode(record))
                 finally:
-                    record.seq, record.state, record.stateEdit = seq, state, None
+                    record.seq = seq
         return self._chain.seal_line(_encoder.encode(record))
 
     def hold(self) -> None:
