@@ -116,11 +116,12 @@ def _route(actor: Actor, action: ActionSpec, result: Any) -> list[tuple[str, Any
         return []
     produces = action.produces
     if produces is None:  # a plain `action`: one token on each output port, routed as wfpy routes it
-        if actor.spec is None:
+        spec = actor.spec
+        if spec is None:
             return []
-        produces = actor.spec.each_output
-        if len(produces) == 1 and not isinstance(result, dict):  # the usual one, quickly
-            return [(port, result) for port in produces]
+        if spec.only_output is not None and not isinstance(result, dict):  # the usual one, quickly
+            return [(spec.only_output, result)]
+        produces = spec.each_output
     ports = list(produces)
     if isinstance(result, dict) and (len(ports) > 1 or set(result) == set(ports)):
         unknown = sorted(set(result) - set(ports))

@@ -67,10 +67,12 @@ class TaskSpec:
     zero_input: bool = field(init=False, default=False)
     fixed_attrs: frozenset[str] = field(init=False, default=frozenset())
     each_output: dict[str, int] = field(init=False, default_factory=dict)  # what a plain `action` produces
+    only_output: str | None = field(init=False, default=None)  # the output port, when there is just one
 
     def __post_init__(self) -> None:
         self.zero_input = any(not a.consumes for a in self.actions)
         self.each_output = dict.fromkeys(self.outputs, 1)
+        self.only_output = next(iter(self.outputs)) if len(self.outputs) == 1 else None
         self.refresh()
 
     def refresh(self) -> None:
