@@ -571,6 +571,31 @@ def test_a_plain_action_routes_a_dict_by_port_name_and_a_tuple_by_position(given
     assert result.outputs == {"A": a, "B": b}
 
 
+@task
+class Whole:
+    class Ports:
+        In = Port[object](direction="in")
+        A = Port[object](direction="out")
+        B = Port[object](direction="out")
+
+    @action(consumes={"In": 1})
+    def go(self, x):
+        return x
+
+
+@workflow
+def whole_flow():
+    w = Whole()
+    connect("In", w.In)
+    connect(w.A, "A")
+    connect(w.B, "B")
+
+
+@pytest.mark.parametrize("given", [{"A": 1}, (2, "t")])
+def test_an_action_without_produces_puts_its_return_whole_on_every_port(given):
+    assert _run(whole_flow, {"In": given}).outputs == {"A": [given], "B": [given]}
+
+
 def test_a_plain_action_returning_a_dict_naming_no_port_of_its_own_fails_the_run():
     result = _run(plain_split_flow, {"In": {"A": 1, "C": 2}})
     assert result.status == "failed"

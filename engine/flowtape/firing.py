@@ -115,13 +115,10 @@ def _route(actor: Actor, action: ActionSpec, result: Any) -> list[tuple[str, Any
     if result is None:
         return []
     produces = action.produces
-    if produces is None:  # a plain `action`: one token on each output port, routed as wfpy routes it
-        spec = actor.spec
-        if spec is None:
-            return []
-        if spec.only_output is not None and not isinstance(result, dict):  # the usual one, quickly
-            return [(spec.only_output, result)]
-        produces = spec.each_output
+    if produces is None:
+        return [(port, result) for port in actor.spec.outputs] if actor.spec else []
+    if action.single is not None and not isinstance(result, dict):  # one token on one port: the usual
+        return [(action.single, result)]
     ports = list(produces)
     if isinstance(result, dict) and (len(ports) > 1 or set(result) == set(ports)):
         unknown = sorted(set(result) - set(ports))

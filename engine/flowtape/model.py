@@ -23,9 +23,14 @@ class ActionSpec:
     name: str
     fn: Callable[..., Any]
     consumes: dict[str, int]
-    produces: dict[str, int] | None  # None: the return goes to every output port
+    produces: dict[str, int] | None  # None (`@action` without produces=): the return, whole, on every output port
     guard: Callable[..., Any] | None
     line: int
+    single: str | None = field(init=False, default=None)  # the port, when it produces one token on one port
+
+    def __post_init__(self) -> None:
+        if self.produces is not None and list(self.produces.values()) == [1]:
+            self.single = next(iter(self.produces))
 
 
 @dataclass
@@ -66,13 +71,9 @@ class TaskSpec:
     schedule: Schedule | None = None  # a `Schedule` inner class (see schedules.py)
     zero_input: bool = field(init=False, default=False)
     fixed_attrs: frozenset[str] = field(init=False, default=frozenset())
-    each_output: dict[str, int] = field(init=False, default_factory=dict)  # what a plain `action` produces
-    only_output: str | None = field(init=False, default=None)  # the output port, when there is just one
 
     def __post_init__(self) -> None:
         self.zero_input = any(not a.consumes for a in self.actions)
-        self.each_output = dict.fromkeys(self.outputs, 1)
-        self.only_output = next(iter(self.outputs)) if len(self.outputs) == 1 else None
         self.refresh()
 
     def refresh(self) -> None:
@@ -173,7 +174,8 @@ def _collect_actions(cls: type, ports: dict[str, PortSpec]) -> list[ActionSpec]:
         if callable(method):
             line = _line_of(method)
             consumes = {p.port_name: 1 for p in inputs}
-            actions = [ActionSpec("action", method, consumes, None, getattr(method, "_ft_guard", None), line)]
+            produces = {p.port_name: 1 for p in ports.values() if p.is_output}  # each output port, as wfpy has it
+            actions = [ActionSpec("action", method, consumes, produces, getattr(method, "_ft_guard", None), line)]
     for spec in actions:
         tokens = sum(spec.consumes.values())
         _check_arity(spec.fn, tokens, spec.name, cls, spec.line)
