@@ -453,9 +453,9 @@ def test_a_run_failed_inside_a_loop_resumes_without_running_anything_twice(branc
 
 @pytest.mark.parametrize("copy_chunk", [97, 8 << 20])
 def test_a_trusted_tape_is_resumed_from_its_nearest_checkpoint(chain, tmp_path, monkeypatch, copy_chunk):
-    from flowtape import tape as tape_module
+    from flowtape import writer as writer_module
 
-    monkeypatch.setattr(tape_module, "COPY_CHUNK", copy_chunk)  # the prefix copied in many writes, or one
+    monkeypatch.setattr(writer_module, "COPY_CHUNK", copy_chunk)  # the prefix copied in many writes, or one
     monkeypatch.setattr(trust, "MAC_CHUNK", copy_chunk)  # the seal checked in many pieces (a tape over 2 GiB), or one
     monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 3)
     monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)

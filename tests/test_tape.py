@@ -307,7 +307,7 @@ def test_a_durable_run_writes_the_same_tape(chain, tmp_path):
 def test_a_full_disk_fails_the_run_with_the_reason_and_keeps_what_was_written(chain, tmp_path, monkeypatch, capsys, workers):
     import errno
 
-    from flowtape.tape import TapeWriter
+    from flowtape.writer import TapeWriter
 
     real = TapeWriter._out
     calls = {"n": 0}

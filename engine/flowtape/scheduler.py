@@ -32,8 +32,9 @@ from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, pla
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .source import Site, traceback_site
 from .state import recorded_state
-from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step, TapeWriter
+from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step
 from .values import NotEncodable, digest, encode
+from .writer import TapeWriter
 
 _NONE_ENC = Raw(encode(None))
 # An action quicker than this runs without the engine letting go of its lock: with the GIL, other

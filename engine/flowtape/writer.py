@@ -1,0 +1,130 @@
+"""Writing a run's tape as it goes: each record sealed into the hash chain and handed to the OS
+at once (and to the disk with `durable`); a resumed run's restored prefix copied in."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import msgspec
+from msgspec import Raw
+
+from .delta import EDIT_FROM, edit_between
+from .tape import NO_STATE, Chain, Firing, Step, mark_line, mark_replayed
+
+COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time
+_encode = msgspec.json.Encoder().encode  # (bound once: two records a firing)
+
+
+class TapeWriter:
+    """Appends sealed records; each write reaches the OS at once (and the disk with `durable`)."""
+
+    def __init__(self, path: Path, durable: bool = False) -> None:
+        self.path = path
+        self.durable = durable
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._chain = Chain()
+        self._step = 0  # the number of the last step written: a firing's seq one past it is left out
+        self._round = 0  # and its round: a step of the same round leaves it out
+        self._states: dict[str, Raw] = {}  # each actor's last state written: the next may be an edit of it
+        self._lock = threading.Lock()
+        self._held: list[bytes] | None = None
+        self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
+        self.closed = False
+
+    def _out(self, data: bytes) -> None:
+        os.write(self._fd, data)
+        self.written += len(data)
+        if self.durable:
+            os.fsync(self._fd)
+
+    def write(self, *records: msgspec.Struct) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            data = b"".join(map(self._seal, records))
+            if self._held is not None:
+                self._held.append(data)
+                return
+            self._out(data)
+
+    def _seal(self, record: msgspec.Struct) -> bytes:
+        if type(record) is Step:
+            self._step = record.step
+            if record.round != self._round:
+                self._round = record.round
+            else:  # the same round as the last step: left out
+                record.round = -1
+                try:
+                    return self._chain.seal_line(_encode(record))
+                finally:
+                    record.round = self._round
+        elif type(record) is Firing:
+            state = record.state
+            if state:
+                last = self._states.get(record.actor)
+                self._states[record.actor] = state
+                if last is not None and len(last) >= EDIT_FROM:
+                    edit = edit_between(bytes(last), bytes(state))
+                    if edit is not None:
+                        record.state, record.stateEdit = NO_STATE, edit
+                        try:
+                            return self._seal(record)
+                        finally:
+                            record.state, record.stateEdit = state, None
+            seq = record.seq
+            if seq == self._step + 1:
+                record.seq = 0
+                try:
+                    return self._chain.seal_line(_encode(record))
+                finally:
+                    record.seq = seq
+        return self._chain.seal_line(_encode(record))
+
+    def hold(self) -> None:
+        """Keep records until `release`: a loop item's or an if's firings are written in one go
+        with the step that completes them. Nothing else is written meanwhile (a loop or an if
+        runs alone), and a crash loses only firings that no step covers, which a resume re-runs."""
+        with self._lock:
+            self._held = []
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, None
+            if held and not self.closed:
+                self._out(b"".join(held))
+
+    def copy_prefix(self, data: bytes, start: int, end: int) -> None:
+        """Append another tape's records `data[start:end]` (whole lines) verbatim, marked
+        `replayed`: the prefix a resumed run restored. The header said `chainFrom`, so their hashes
+        hold as they are, and the chain goes on from them. Copied a few megabytes at a time: a
+        long prefix is never copied whole."""
+        with self._lock:
+            if start >= end:
+                return
+            self._chain.resume_after(data, start, end)
+            while start < end:
+                cut = data.find(b"\n", min(end, start + COPY_CHUNK) - 1) + 1  # on a line's end
+                cut = end if not start < cut <= end else cut
+                self._out(mark_replayed(data[start:cut]))
+                start = cut
+
+    def copy_replayed(self, lines: list[bytes]) -> None:
+        """Append some records of another tape, marked `replayed` and chained anew (when the
+        prefix a resumed run restored is not one block of the recorded tape)."""
+        with self._lock:
+            self._out(b"".join(self._chain.reseal(mark_line(raw)) for raw in lines))
+
+    def follow(self, step: int, round_: int, states: dict[str, Raw]) -> None:
+        """After a copied prefix: the step and round its last step had (what later records leave
+        out), and each actor's last state in it (what later states may be edits of)."""
+        with self._lock:
+            self._step, self._round = step, round_
+            self._states.update(states)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                os.close(self._fd)
