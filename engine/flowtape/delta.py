@@ -17,6 +17,7 @@ EDIT_FROM = 256  # bytes: a smaller last state is written whole (an edit would s
 ANCHOR = 32  # bytes of the last state looked for in the new one, to find what two changes left alike
 MIN_KEPT = 64  # bytes: a stretch shorter than this, between two changes, is written again
 DEPTH = 6  # at most 2**DEPTH stretches kept between changes
+_PLACES = (1 / 2, 1 / 4, 3 / 4, 1 / 8, 3 / 8, 5 / 8, 7 / 8)  # where anchors are taken: one may straddle a change
 
 Edit = list[int | str]
 
@@ -80,12 +81,12 @@ def _diff(old: bytes, new: bytes, o0: int, o1: int, n0: int, n1: int, depth: int
 
 def _kept(old: bytes, new: bytes, o0: int, o1: int, n0: int, n1: int) -> tuple[int, int, int] | None:
     """A stretch of old[o0:o1] found again in new[n0:n1], at least MIN_KEPT long: where it is in
-    each, and how long; None when there is none near the middle, a quarter or three quarters."""
+    each, and how long; None when no anchor taken at _PLACES of old[o0:o1] leads to one."""
     if o1 - o0 < MIN_KEPT or n1 - n0 < MIN_KEPT:
         return None
     grown = (n1 - n0) - (o1 - o0)
-    for part in (2, 4, 4 / 3):
-        at = o0 + int((o1 - o0) / part)
+    for part in _PLACES:
+        at = o0 + int((o1 - o0 - ANCHOR) * part)
         anchor, near = old[at : at + ANCHOR], n0 + (at - o0)
         # where it is if every change came before it, or after it; then ever farther: a state repeats itself
         for found in (near + grown, near):
