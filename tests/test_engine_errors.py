@@ -96,8 +96,7 @@ def main():
     assert "wrong direction" in exc.message
 
 
-def test_an_action_whose_arity_does_not_match_what_it_consumes(write_flow):
-    path = write_flow(HEADER + """
+PAIR = HEADER + """
 
 @task
 class Pair:
@@ -108,7 +107,11 @@ class Pair:
     @action(consumes={"In": 2})  # HERE
     def pair(self, x):
         return x
-""")
+"""
+
+
+def test_an_action_whose_arity_does_not_match_what_it_consumes(write_flow):
+    path = write_flow(PAIR)
     with pytest.raises(FlowError) as info:
         load_flow(path)
     _assert_names(info.value, path, "HERE")
@@ -119,18 +122,7 @@ def test_a_flow_imported_by_hand_is_still_named_in_its_errors(write_flow):
     """A module loaded with importlib and never put in sys.modules (a test harness, a bench)."""
     import importlib.util
 
-    path = write_flow(HEADER + """
-
-@task
-class Pair:
-    class Ports:
-        In = Port[int](direction="in")
-        Out = Port[int](direction="out")
-
-    @action(consumes={"In": 2})  # HERE
-    def pair(self, x):
-        return x
-""")
+    path = write_flow(PAIR)
     spec = importlib.util.spec_from_file_location("by_hand", path)
     assert spec is not None and spec.loader is not None
     with pytest.raises(FlowError) as info:
