@@ -64,19 +64,19 @@ def _diff(old: bytes, new: bytes, o0: int, o1: int, n0: int, n1: int, depth: int
     tail = _shared_before(old, new, o1, n1, most - head)
     while tail and _inside_character(new, n1 - tail):
         tail -= 1
-    _copy(ops, head)
+    _add(ops, head)
     o0, n0, o1, n1 = o0 + head, n0 + head, o1 - tail, n1 - tail
     kept = _kept(old, new, o0, o1, n0, n1) if depth else None
     if kept is None:
-        _skip(ops, o1 - o0)
+        _add(ops, o0 - o1)
         if n1 > n0:
             ops.append(new[n0:n1].decode())
     else:
         ko, kn, size = kept
         _diff(old, new, o0, ko, n0, kn, depth - 1, ops)
-        _copy(ops, size)
+        _add(ops, size)
         _diff(old, new, ko + size, o1, kn + size, n1, depth - 1, ops)
-    _copy(ops, tail)
+    _add(ops, tail)
 
 
 def _kept(old: bytes, new: bytes, o0: int, o1: int, n0: int, n1: int) -> tuple[int, int, int] | None:
@@ -111,22 +111,14 @@ def _kept(old: bytes, new: bytes, o0: int, o1: int, n0: int, n1: int) -> tuple[i
     return None
 
 
-def _copy(ops: Edit, n: int) -> None:
+def _add(ops: Edit, n: int) -> None:
+    """Copy n bytes (n > 0) or skip -n (n < 0), merged into the last operation when it is the same kind."""
     if n:
         last = ops[-1] if ops else None
-        if isinstance(last, int) and last >= 0:
+        if isinstance(last, int) and (last > 0) == (n > 0):
             ops[-1] = last + n
         else:
             ops.append(n)
-
-
-def _skip(ops: Edit, n: int) -> None:
-    if n:
-        last = ops[-1] if ops else None
-        if isinstance(last, int) and last < 0:
-            ops[-1] = last - n
-        else:
-            ops.append(-n)
 
 
 def _shared_after(old: bytes, new: bytes, a: int, b: int, most: int) -> int:
