@@ -1514,6 +1514,54 @@ def test_only_a_run_that_went_quiet_reports_actors_that_can_never_fire(write_flo
     assert stopped.status == "stopped" and stopped.leftovers and stopped.stuck == []  # it was stopped, not stuck
 
 
+def test_max_steps_stops_at_exactly_n_steps_with_several_workers(write_flow, tmp_path):
+    """Four workers busy on slow firings: none is started that could take a step past the limit."""
+    from flowtape.loader import load_flow
+    from flowtape.runner import execute
+    from flowtape.tape import read_tape
+
+    flow = load_flow(write_flow('''
+        import time
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class Numbers:
+            class Ports:
+                Out = Port[int](direction="out")
+            i: int = 0
+
+            def action(self):
+                self.i += 1
+                return self.i
+
+        def make(name):
+            @task
+            class Slow:
+                class Ports:
+                    In = Port[int](direction="in")
+                    Out = Port[int](direction="out")
+
+                def action(self, n):
+                    time.sleep(0.003)
+                    return n
+            Slow.__name__ = Slow.__qualname__ = name
+            return Slow
+
+        A, B, C, D = (make(n) for n in "ABCD")
+
+        @workflow
+        def main():
+            numbers = Numbers()
+            for worker in (A(), B(), C(), D()):
+                connect(numbers.Out, worker.In)
+                connect(worker.Out, "Out" + type(worker).__name__)
+    '''))
+    for limit in (2, 5, 9, 14, 23, 31):
+        stopped = execute(flow, max_workers=4, runs_dir=tmp_path, run_id=f"limit-{limit}", max_steps=limit)
+        steps = read_tape(tmp_path / f"limit-{limit}" / "tape.jsonl").steps()
+        assert (stopped.status, stopped.steps, len(steps)) == ("stopped", limit, limit)
+
+
 def test_hasattr_and_getattr_with_a_default_work_inside_an_action(write_flow, tmp_path):
     """As on any object (and in wfpy): an attribute a task does not have is no error to look for."""
     from flowtape.loader import load_flow

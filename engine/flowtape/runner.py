@@ -230,7 +230,7 @@ def execute(
         on_step = _step_limit(max_steps, on_step, lambda: engine)
     engine = Engine(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
-        covered=plan.covered if plan else None, on_step=on_step,
+        covered=plan.covered if plan else None, on_step=on_step, step_limit=max_steps,
     )
     try:
         if plan is not None and plan.snapshot is not None:

@@ -95,7 +95,7 @@ class Engine:
     __slots__ = (
         "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since",
         "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
-        "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "rounds", "seq", "steps",
+        "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "rounds", "seq", "step_limit", "steps",
         "stop_requested", "t0", "tape", "top", "unreplayable", "work_dir",
     )
 
@@ -109,6 +109,7 @@ class Engine:
         base_dir: Path,
         covered: set[tuple[str, int]] | None = None,
         on_step: Callable[[int, int, str], None] | None = None,
+        step_limit: int | None = None,
     ) -> None:
         self.net = net
         self.max_workers = max(1, max_workers)
@@ -117,6 +118,7 @@ class Engine:
         self.base_dir = base_dir
         self.covered = covered or set()
         self.on_step = on_step
+        self.step_limit = step_limit  # (on_step stops the run when it is reached)
         self.cond = threading.Condition()
         self.seq = 0
         self.steps = 0
@@ -242,6 +244,9 @@ class Engine:
                 return
             if ctx is None and self.exclusive is not None and self.exclusive is not me:
                 self.cond.wait()
+                continue
+            if ctx is None and pool.in_flight and self.step_limit is not None and self.steps + pool.in_flight >= self.step_limit:
+                self.cond.wait()  # the firings under way may take the steps left: start none beside them
                 continue
             try:
                 actor, plan = self._next(pool)
