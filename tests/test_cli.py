@@ -412,3 +412,37 @@ def test_runs_and_show_print_one_json_object_with_values_whole(cli):
     assert [s["step"] for s in run["steps"]] == list(range(1, 601)) and run["end"]["status"] == "succeeded"
     code, out, _ = cli("show", "g1", "--step", "601", "--json")
     assert code == 2 and json.loads(out) == {"status": "error", "error": "step 601 is out of range: run g1 has steps 1 to 600"}
+
+
+def test_show_records_prints_every_record_whole_and_named_in_full(cli, tmp_path):
+    growing = Path(__file__).parent / "flows" / "growing.py"
+    assert cli("run", str(growing), "--max-workers", "1", "--run-id", "g1")[0] == 0
+    assert b'"stateEdit"' in (tmp_path / "runs" / "g1" / "tape.jsonl").read_bytes()
+    code, out, _ = cli("show", "g1", "--records")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [r["t"] for r in records[:3]] == ["header", "firing", "step"] and records[-1]["t"] == "end"
+    firings = [r for r in records if r["t"] == "firing"]
+    steps = [r for r in records if r["t"] == "step"]
+    assert [f["seq"] for f in firings] == list(range(1, 601)) and [s["step"] for s in steps] == list(range(1, 601))
+    collected = [f for f in firings if f["actor"] == "collect"]
+    # collect's state grows past where the tape writes it as an edit: here every state is whole
+    assert [f["state"] for f in collected] == [{"seen": list(range(1, k + 1)), "count": k} for k in range(1, 301)]
+    assert collected[199]["consumed"][0]["queue"] == "numbers.Out->collect.In" and collected[199]["consumed"][0]["count"] == 1
+    last = steps[-1]
+    assert (last["actor"], last["kind"], last["fireCount"], last["journalSeq"]) == ("collect", "task", 300, 600)
+    assert last["file"] == str(growing.resolve()) and last["line"] > 0
+    assert {q["queue"] for q in last["queues"]} == {"numbers.Out->collect.In", "$.Count"}
+
+
+def test_show_records_of_a_nested_workflow_and_its_errors(cli, tmp_path):
+    assert cli("run", str(EXAMPLES / "nested.py"), "--run-id", "n1")[0] == 0
+    records = [json.loads(line) for line in cli("show", "n1", "--records")[1].splitlines()]
+    inner = [r for r in records if r["t"] == "firing" and r["within"] is not None]
+    assert inner and all("/" in r["actor"] for r in inner)
+    assert any(r["t"] == "step" and r["kind"] == "workflow" for r in records)
+    code, out, err = cli("show", "n1", "--records", "--step", "2")
+    assert code == 2 and out == "" and "leave out --step and --json" in err
+    tape = tmp_path / "runs" / "n1" / "tape.jsonl"
+    tape.write_bytes(tape.read_bytes().replace(b'"fireCount":1', b'"fireCount":7', 1))
+    code, out, err = cli("show", "n1", "--records")
+    assert code == 1 and out == "" and "corrupt tape" in err

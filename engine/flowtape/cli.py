@@ -19,6 +19,7 @@ from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, Us
 from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, process_alive, read_summary, resolve_run
 from .runner import MAX_WORKERS
 from .seek import last_step_number
+from .tape import Tape
 from .values import preview, preview_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -181,6 +182,21 @@ def _say_json(value: object) -> None:
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(value), indent=0).decode() + "\n")
 
 
+def _say_records(tape: Tape) -> None:
+    from .export import full_records
+
+    encode = msgspec.json.Encoder().encode
+    out = sys.stdout.buffer
+    batch: list[bytes] = []
+    for record in full_records(tape):
+        batch.append(encode(record))
+        if len(batch) == 1024:  # a million-step tape streams out, a thousand lines a write
+            out.write(b"\n".join(batch) + b"\n")
+            batch = []
+    if batch:
+        out.write(b"\n".join(batch) + b"\n")
+
+
 class ListedRun(msgspec.Struct):
     """A run as `runs --json` lists it: its directory, and its run.json (a dead run's status `killed`)."""
 
@@ -216,7 +232,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     from .show import detail_of, format_detail, load, run_detail
     from .tape import Step
 
+    if args.records and (args.step is not None or args.json):
+        raise UsageError("--records prints every record of the run, as JSON already: leave out --step and --json")
     run_dir = resolve_run(args.run, _runs_dir(args))
+    if args.records:
+        _say_records(load(run_dir))
+        return EXIT_OK
     if args.step is not None:
         detail = detail_of(run_dir, args.step)
         if args.json:
@@ -341,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a run directory or a run id")
     p.add_argument("--step", type=int, metavar="N", help="show step N: what it took and put, every queue and state after it")
     p.add_argument("--json", action="store_true", help="print one JSON object, values whole, in the tape's tagged JSON")
+    p.add_argument("--records", action="store_true", help="print the tape's records, one JSON object a line, every field filled in and named in full")
     p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_show)
 

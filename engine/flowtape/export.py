@@ -1,0 +1,77 @@
+"""A tape with every record whole and named in full (`flowtape show RUN --records`): what the
+tape leaves out to stay small (a step's actor, kind and source, a firing's seq, a state given as
+an edit, queues by index) filled in, for tools that read JSON lines and know nothing of that."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import msgspec
+from msgspec import Raw
+
+from .show import Tokens
+from .tape import Diverged, End, Firing, Header, Step, Tape, resolve_state
+
+
+class Consumed(msgspec.Struct):
+    queue: str
+    count: int
+    digest: str  # over the tokens' canonical encoding (docs/tape-format.md)
+
+
+class QueueSize(msgspec.Struct):
+    queue: str
+    size: int  # after the step
+
+
+class FiringRecord(msgspec.Struct, tag="firing", tag_field="t"):
+    seq: int
+    actor: str
+    fireCount: int
+    within: tuple[str, int] | None  # the top-level firing (actor, fire count) this one ran inside
+    consumed: list[Consumed]
+    produced: list[Tokens]
+    state: Raw | None  # the actor's state after the firing, when the firing changed it
+    chat: Raw | None  # the chat messages this firing added
+    replayed: bool
+    notReplayable: str | None
+
+
+class StepRecord(msgspec.Struct, tag="step", tag_field="t"):
+    step: int
+    actor: str
+    kind: str
+    fireCount: int
+    journalSeq: int
+    replayed: bool
+    queues: list[QueueSize]  # the queues that changed
+    at: int  # microseconds since the run started
+    dur: int
+    file: str
+    line: int
+
+
+def full_records(tape: Tape) -> Iterator[msgspec.Struct]:
+    """The tape's records in order, whole; checkpoints (an index for resumes, nothing happened)
+    are left out, and so are the hashes (`flowtape verify` checks them)."""
+    header = tape.header
+    names = header.queues
+    files = {a.path: a.file for a in header.actors}
+    states: dict[str, Raw] = {}
+    for record in tape.records():
+        if isinstance(record, Firing):
+            resolve_state(record, states)
+            yield FiringRecord(
+                record.seq, record.actor, record.fireCount, record.within,
+                [Consumed(names[i], n, d) for i, n, d in record.consumed],
+                [Tokens(names[i], tokens) for i, tokens in record.produced],
+                record.state or None, record.chat or None, record.replayed, record.notReplayable,
+            )
+        elif isinstance(record, Step):
+            yield StepRecord(
+                record.step, record.actor, record.kind, record.fireCount, record.journalSeq, record.replayed,
+                [QueueSize(names[i], size) for i, size in record.queues],
+                record.at, record.dur, files.get(record.actor, ""), record.line,
+            )
+        elif isinstance(record, (Header, End, Diverged)):
+            yield msgspec.structs.replace(record, h="")
