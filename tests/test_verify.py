@@ -91,6 +91,24 @@ def test_a_good_tape_verifies(run):
     assert reseal(lines_of(run)) == lines_of(run)  # the helper below reproduces the writer's chain
 
 
+def test_verify_tells_how_far_it_has_got_and_a_terminal_shows_it(run, monkeypatch):
+    import io
+
+    import flowtape.verify
+    from flowtape.progress import Checking
+
+    monkeypatch.setattr(flowtape.verify, "PROGRESS_EVERY", 8)
+    calls: list[tuple[int, int]] = []
+    verify(run, progress=lambda done, total: calls.append((done, total)))
+    records = len(lines_of(run)) - 1
+    assert calls == [(done, records) for done in range(0, records, 8)]
+    shown = Checking(io.StringIO(), every=0)
+    shown.start -= 1  # shown once the check has taken half a second
+    shown(512, 2048)
+    shown.close()
+    assert shown.stream.getvalue() == "\r\x1b[K  checking the tape: 25% (512 of 2,048 records)\r\x1b[K"
+
+
 def test_a_forged_firing_is_detected(run):
     lines = lines_of(run)
     at = find(lines, b'"actor":"add"', b'"fireCount":2')

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +182,21 @@ def _say_json(value: object) -> None:
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(value), indent=0).decode() + "\n")
 
 
+@contextlib.contextmanager
+def _checking() -> Iterator[Callable[[int, int], None] | None]:
+    """How far the check of a long tape has got, on a terminal (a million steps take seconds)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from .progress import Checking
+
+    shown = Checking()
+    try:
+        yield shown
+    finally:
+        shown.close()
+
+
 def _say_records(tape: Tape) -> None:
     from .export import full_records
 
@@ -235,17 +250,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.records and (args.step is not None or args.json):
         raise UsageError("--records prints every record of the run, as JSON already: leave out --step and --json")
     run_dir = resolve_run(args.run, _runs_dir(args))
-    if args.records:
-        _say_records(load(run_dir))
-        return EXIT_OK
     if args.step is not None:
-        detail = detail_of(run_dir, args.step)
+        with _checking() as progress:
+            detail = detail_of(run_dir, args.step, progress)
         if args.json:
             _say_json(detail)
         else:
             _say(format_detail(detail))
         return EXIT_OK
-    tape = load(run_dir)
+    with _checking() as progress:
+        tape = load(run_dir, progress)
+    if args.records:
+        _say_records(tape)
+        return EXIT_OK
     if args.json:
         _say_json(run_detail(tape))
         return EXIT_OK
@@ -271,7 +288,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import verify
 
     run_dir = resolve_run(args.run, _runs_dir(args))
-    tape, rebuild = verify(run_dir / "tape.jsonl")
+    with _checking() as progress:
+        tape, rebuild = verify(run_dir / "tape.jsonl", progress=progress)
     summary = read_summary(run_dir)
     if rebuild.ended is None and summary is not None and summary.status != "running":
         # the tape holds together, but its run ended: its end (and maybe more) was cut off

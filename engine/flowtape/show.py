@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -82,7 +83,7 @@ def _previews(tokens: list[Raw], limit: int = 60) -> list[str]:
     return [preview_json(msgspec.json.decode(t), limit) for t in tokens]
 
 
-def detail_of(run_dir: Path, number: int) -> StepDetail:
+def detail_of(run_dir: Path, number: int, progress: Callable[[int, int], None] | None = None) -> StepDetail:
     """Step `number` of a run. A tape this machine wrote and nobody changed (trust.py) is not
     re-verified, and the run at the step is rebuilt from the checkpoint before it; any other tape
     is verified and rebuilt from its first record."""
@@ -101,7 +102,7 @@ def detail_of(run_dir: Path, number: int) -> StepDetail:
             at = at_step_from_checkpoints(path, header, number) if isinstance(header, Header) else None
             if at is not None:
                 return _describe(at.rebuild, at.step, at.firings)
-    return step_detail(load(run_dir), number)
+    return step_detail(load(run_dir, progress), number)
 
 
 def _last_line(fh: BinaryIO) -> bytes:
@@ -166,6 +167,6 @@ def run_detail(tape: Tape) -> RunDetail:
     return RunDetail(h.runId, h.workflow, h.flowFile, h.resumedFrom, h.resumedAtStep, steps, tape.end)
 
 
-def load(run_dir: Path) -> Tape:
-    tape, _ = verify(run_dir / "tape.jsonl")
+def load(run_dir: Path, progress: Callable[[int, int], None] | None = None) -> Tape:
+    tape, _ = verify(run_dir / "tape.jsonl", progress=progress)
     return tape

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import msgspec
@@ -394,8 +394,12 @@ def check_chain(tape: Tape) -> None:
             chain.last = chain_seed(line.record)
 
 
-def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:
-    """Read, check and rebuild a tape. Raises TraceCorruption on the first broken rule."""
+PROGRESS_EVERY = 1 << 14  # records checked between two calls of verify's `progress`
+
+
+def verify(path: Path | str, warn: bool = True, progress: Callable[[int, int], None] | None = None) -> tuple[Tape, Rebuild]:
+    """Read, check and rebuild a tape. Raises TraceCorruption on the first broken rule.
+    `progress(records checked, records)` is called every PROGRESS_EVERY records."""
     tape = read_tape(path, warn=warn)
     if not tape.lines:
         raise TraceCorruption("the tape is empty", 1, "header first")
@@ -403,7 +407,12 @@ def verify(path: Path | str, warn: bool = True) -> tuple[Tape, Rebuild]:
     check_header(header)
     check_chain(tape)
     rebuild = Rebuild(header)
+    lines = tape.lines
+    total = len(lines) - 1
     with gc_paused():
-        for line in tape.lines[1:]:
-            rebuild.apply(line)
+        for start in range(1, len(lines), PROGRESS_EVERY):
+            if progress is not None:
+                progress(start - 1, total)
+            for line in lines[start : start + PROGRESS_EVERY]:
+                rebuild.apply(line)
     return tape, rebuild
