@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import msgspec
 from msgspec import Raw
 
-from .show import Tokens
+from .show import StepLine, Tokens
 from .tape import Diverged, End, Firing, Header, Step, Tape, resolve_state
 
 
@@ -37,16 +37,8 @@ class FiringRecord(msgspec.Struct, tag="firing", tag_field="t"):
     notReplayable: str | None
 
 
-class StepRecord(msgspec.Struct, tag="step", tag_field="t"):
-    step: int
-    actor: str
-    kind: str
-    fireCount: int
-    journalSeq: int
-    replayed: bool
+class StepRecord(StepLine, tag="step", tag_field="t"):
     queues: list[QueueSize]  # the queues that changed
-    at: int  # microseconds since the run started
-    dur: int
     file: str
     line: int
 
@@ -70,8 +62,8 @@ def full_records(tape: Tape) -> Iterator[msgspec.Struct]:
         elif isinstance(record, Step):
             yield StepRecord(
                 record.step, record.actor, record.kind, record.fireCount, record.journalSeq, record.replayed,
-                [QueueSize(names[i], size) for i, size in record.queues],
-                record.at, record.dur, files.get(record.actor, ""), record.line,
+                record.at, record.dur, [QueueSize(names[i], size) for i, size in record.queues],
+                files.get(record.actor, ""), record.line,
             )
         elif isinstance(record, (Header, End, Diverged)):
             yield msgspec.structs.replace(record, h="")

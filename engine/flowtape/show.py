@@ -40,8 +40,8 @@ class ChatAdded(msgspec.Struct):
     messages: Raw
 
 
-class StepDetail(msgspec.Struct):
-    """One step as the tape tells it, values whole (`show --step N --json` prints it as is)."""
+class StepHead(msgspec.Struct):
+    """What every view of a step starts with."""
 
     step: int
     actor: str
@@ -49,6 +49,11 @@ class StepDetail(msgspec.Struct):
     fireCount: int
     journalSeq: int
     replayed: bool
+
+
+class StepDetail(StepHead):
+    """One step as the tape tells it, values whole (`show --step N --json` prints it as is)."""
+
     taken: list[Tokens]
     put: list[Tokens]
     queues: list[Contents]  # every queue after the step
@@ -56,13 +61,7 @@ class StepDetail(msgspec.Struct):
     chat: list[ChatAdded]
 
 
-class StepLine(msgspec.Struct):
-    step: int
-    actor: str
-    kind: str
-    fireCount: int
-    journalSeq: int
-    replayed: bool
+class StepLine(StepHead):
     at: int  # microseconds since the run started
     dur: int
 
