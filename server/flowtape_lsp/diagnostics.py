@@ -29,11 +29,18 @@ CHECK_TIMEOUT = 20.0
 
 def _range(line: int | None, text_line: str | None = None) -> lsp.Range:
     line0 = max((line or 1) - 1, 0)
-    end = len(text_line) if text_line is not None else 0
     if text_line is not None:
-        start = len(text_line) - len(text_line.lstrip())
+        start = len(text_line) - len(text_line.lstrip())  # (indentation: one UTF-16 unit a character)
+        end = len(text_line.encode("utf-16-le")) // 2  # positions count UTF-16 units
         return lsp.Range(lsp.Position(line0, start), lsp.Position(line0, max(end, start)))
     return lsp.Range(lsp.Position(line0, 0), lsp.Position(line0 + 1, 0))
+
+
+def _is_file(file: str, path: Path) -> bool:
+    try:
+        return Path(file).resolve() == path
+    except (OSError, RuntimeError, ValueError):  # a name no file can have, a loop of symlinks
+        return False
 
 
 def _syntax_error(text: str, file: str) -> lsp.Diagnostic | None:
@@ -216,12 +223,13 @@ class Diagnostics:
         for error in result.get("errors", []):
             file = str(error.get("file") or path)
             line = error.get("line") if isinstance(error.get("line"), int) else None
-            target = path_to_uri(file) if not file.startswith("<") else uri
+            here = file.startswith("<") or _is_file(file, path)  # (however the client spells the uri)
+            target = uri if here else path_to_uri(file)
             diag = lsp.Diagnostic(
                 range=_range(line, self._line_text(target, line)), message=str(error.get("message", "")),
                 severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="flow-error",
             )
-            if target == uri:
+            if here:
                 diagnostics.append(diag)
             else:  # the error is in a module the flow imports: show it at the top of the flow
                 diagnostics.append(lsp.Diagnostic(

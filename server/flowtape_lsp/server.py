@@ -21,7 +21,7 @@ from . import protocol as P
 from .diagnostics import Diagnostics
 from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
-from .workspace import uri_to_path, use_client_root
+from .workspace import fs_path, named_by_client, use_client_root
 
 _encoder = msgspec.json.Encoder()
 
@@ -106,7 +106,7 @@ def create_server() -> FlowtapeServer:
         root = server.workspace.root_path
         if not root and folders:
             first = next(iter(folders.values()))
-            root = str(uri_to_path(first.uri) or "")
+            root = fs_path(first.uri) or ""  # as spelled: a symlinked folder's files keep its name
         if root:
             server.root = Path(root).resolve()
             use_client_root(Path(os.path.abspath(root)), server.root)
@@ -121,13 +121,11 @@ def create_server() -> FlowtapeServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
+        named_by_client(params.text_document.uri)
         server.diagnostics.schedule_check(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(params: lsp.DidSaveTextDocumentParams) -> None:
-        path = uri_to_path(params.text_document.uri)
-        if path is not None:
-            server.manager.locator.forget(str(path))
         server.diagnostics.schedule_check(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from flowtape.tape import ActorInfo, Header
@@ -10,35 +11,62 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from . import protocol as P
 
+# Files are named to the client as it names them, so that diagnostics and steps land on the
+# documents it has open: a file it opened or ran by its very uri (a symlinked folder, its own
+# percent-encoding); else, under the workspace, through the root it gave (macOS's /tmp is
+# /private/tmp); else by the file's real path.
 _client_root: tuple[Path, Path] | None = None  # the workspace root resolved, and as the client names it
+_client_uris: dict[str, str] = {}  # a file's real path: the uri the client named it by last
 
 
 def use_client_root(given: Path, resolved: Path) -> None:
-    """Name files under the workspace as the client does: through the symlink it opened (macOS's
-    /tmp is /private/tmp), so diagnostics and steps land on the documents it has open."""
     global _client_root
     _client_root = (resolved, given) if given != resolved else None
     path_to_uri.cache_clear()
+
+
+def named_by_client(uri: str) -> Path | None:
+    """The file a uri from the client names (see uri_to_path), remembered under that uri."""
+    path = uri_to_path(uri)
+    if path is not None and _client_uris.get(str(path)) != uri:
+        if len(_client_uris) > 4096:
+            _client_uris.clear()
+        _client_uris[str(path)] = uri
+        path_to_uri.cache_clear()
+    return path
 
 
 @functools.lru_cache(maxsize=1024)
 def path_to_uri(path: str) -> str:
     # Called for every streamed step: resolving the path each time was most of the server's work.
     resolved = Path(path).resolve()
+    named = _client_uris.get(str(resolved))
+    if named is not None:
+        return named
     if _client_root is not None and resolved.is_relative_to(_client_root[0]):
         resolved = _client_root[1] / resolved.relative_to(_client_root[0])
     return from_fs_path(str(resolved)) or ""
 
 
-def uri_to_path(uri: str) -> Path | None:
-    """The file a `file:` uri names; None for another scheme or a name no file can have."""
+def fs_path(uri: str) -> str | None:
+    """The path a `file:` uri spells, as spelled (symlinks kept); None for another scheme or a
+    name no file can have."""
     if not uri.startswith("file:"):
         return None
     if uri.startswith("file://localhost/"):  # the same file as file:///, spelled out (RFC 8089)
         uri = "file:///" + uri[len("file://localhost/") :]
     try:
         fs = to_fs_path(uri)
-        return Path(fs).resolve() if fs and "\0" not in fs else None
+    except (OSError, ValueError):
+        return None
+    return fs if fs and "\0" not in fs else None
+
+
+def uri_to_path(uri: str) -> Path | None:
+    """The file a `file:` uri names, resolved; None for another scheme or a name no file can have."""
+    fs = fs_path(uri)
+    try:
+        return Path(fs).resolve() if fs is not None else None
     except (OSError, ValueError):  # a name too long, or otherwise impossible
         return None
 
@@ -56,6 +84,7 @@ def flow_path(uri: str, root: Path) -> Path:
         raise P.invalid(f"cannot read {str(path)[:200]}: {exc.strerror}") from None
     if not found:
         raise P.invalid(f"no such file: {path}")
+    named_by_client(uri)
     return path
 
 
@@ -67,12 +96,19 @@ class Locator:
     """Maps actors to the LSP range of the line that creates them (line lengths read once per file)."""
 
     def __init__(self) -> None:
-        self._lengths: dict[str, list[int]] = {}
+        self._lengths: dict[str, tuple[tuple[int, int], list[int]]] = {}  # by file: (mtime, size) when read, lengths
         self._actors: dict[int, tuple[Header, dict[str, ActorInfo], dict[str, tuple[str, P.Range]]]] = {}
 
     def line_length(self, file: str, line0: int) -> int:
-        lengths = self._lengths.get(file)
-        if lengths is None:
+        # Read again when the file changed on disk, saved by the editor or not (a checkout, a
+        # script): asked once per actor of a run's header, so a stat costs nothing here.
+        try:
+            st = os.stat(file)
+            stamp = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = (0, -1)
+        known = self._lengths.get(file)
+        if known is None or known[0] != stamp:
             try:
                 text = Path(file).read_text(encoding="utf-8", errors="replace")
                 lengths = [len(ln.encode("utf-16-le")) // 2 for ln in text.splitlines()]
@@ -80,11 +116,9 @@ class Locator:
                 lengths = []
             if len(self._lengths) > 256:
                 self._lengths.clear()
-            self._lengths[file] = lengths
+            known = self._lengths[file] = (stamp, lengths)
+        lengths = known[1]
         return lengths[line0] if 0 <= line0 < len(lengths) else 0
-
-    def forget(self, file: str) -> None:
-        self._lengths.pop(file, None)
 
     def actor_range(self, header: Header, path: str) -> tuple[str, P.Range]:
         cached = self._actors.get(id(header))
