@@ -310,6 +310,9 @@ def test_a_usage_error_under_json_is_one_json_object_too(cli, write_flow):
     code, out, err = cli("run", str(flow), "--input", "Nope=1", "--json")
     assert code == 2 and json.loads(out) == {"status": "error", "error": err.splitlines()[-1].removeprefix("flowtape: ")}
     assert "Nope" in err
+    broken = write_flow("from flowtape import task\n\nx = (\n", name="broken.py")  # the flow at fault: where
+    code, out, err = cli("run", str(broken), "--json")
+    assert code == 2 and json.loads(out) == {"status": "error", "error": f"{broken}:3: syntax error: '(' was never closed", "file": str(broken), "line": 3}
 
 
 def test_a_run_id_must_start_with_a_letter_or_digit(cli):

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
+from .errors import ErrorReport, FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
 from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, process_alive, read_summary, resolve_run
 from .runner import MAX_WORKERS
 from .seek import last_step_number
@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:  # one line and exit 2, like every other usage error
         if _Parser.json_asked:
-            sys.stdout.write(json.dumps({"status": "error", "error": message}) + "\n")
+            _say_json(ErrorReport.of(message))
         self.exit(EXIT_USAGE, f"flowtape: {message}\n")
 
 
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         said = "cannot read this tape" if exc.rule == "a known format version" else "corrupt tape"
         code = _error(args, f"{said}: {exc}", EXIT_FAILED)
     except (FlowError, UsageError, ResumeRefused) as exc:
-        code = _error(args, str(exc), EXIT_USAGE)
+        code = _error(args, str(exc), EXIT_USAGE, exc)
     except FlowtapeError as exc:
         code = _error(args, str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
@@ -440,11 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _error(args: argparse.Namespace, message: str, code: int) -> int:
+def _error(args: argparse.Namespace, message: str, code: int, exc: BaseException | None = None) -> int:
     """One line on stderr; with `run --json`, the one JSON object on stdout says it too."""
     print(f"flowtape: {message}", file=sys.stderr)
     if getattr(args, "json", False):
-        sys.stdout.write(json.dumps({"status": "error", "error": message}) + "\n")
+        _say_json(ErrorReport.of(message, exc))
     return code
 
 

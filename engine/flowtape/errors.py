@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+import msgspec
+
 
 class FlowtapeError(Exception):
     """Base of every error that is the user's to fix, never a bug in Flowtape."""
@@ -66,3 +70,19 @@ class TraceCorruption(FlowtapeError):
 
 class UsageError(FlowtapeError):
     """A bad command line, unknown run id, out-of-range step and the like."""
+
+
+class ErrorReport(msgspec.Struct, omit_defaults=True):
+    """A command that could not do its work, as `--json` prints it (the language server reads
+    it): the message, and the flow's file and line when the flow is at fault."""
+
+    status: str  # always "error"
+    error: str
+    file: str | None = None
+    line: int | None = None
+
+    @classmethod
+    def of(cls, message: str, exc: BaseException | None = None) -> ErrorReport:
+        if isinstance(exc, FlowError) and exc.file and os.path.isfile(exc.file):
+            return cls("error", message, exc.file, exc.line)
+        return cls("error", message)

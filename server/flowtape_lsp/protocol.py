@@ -68,8 +68,9 @@ Workers = Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class Params(msgspec.Struct, kw_only=True):
-    """Base of every params object."""
+class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base of every params object. A field it does not know is refused: a misspelt `stpe` would
+    otherwise resume at the last step instead of failing."""
 
 
 class RunParams(Params):

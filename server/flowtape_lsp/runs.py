@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from flowtape.errors import ErrorReport
 from flowtape.rundir import TAPE, new_run_id, read_summary, valid_run_id, write_summary
 from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Diverged, Step
@@ -58,6 +59,7 @@ class Run:
     finished: bool = False
     stopping: bool = False
     stderr: bytes = b""
+    stdout: bytes = b""  # the end of what `flowtape run --json` printed: an ErrorReport when it could not start
     error: str | None = None
     progress_token: str | None = None
     progress_begun: bool = False
@@ -113,7 +115,7 @@ class RunManager:
 
     def _forget_if_gone(self, run: Run) -> bool:
         """Drop a finished run whose tape was deleted (or moved) since; True if it was."""
-        if run.live or (run.run_dir / TAPE).is_file():
+        if run.live or (run.run_dir / TAPE).is_file() or self._never_started(run):
             return False
         self.runs.pop(run.run_id, None)
         return True
@@ -131,8 +133,15 @@ class RunManager:
         if run.index.header is None and run.index.corrupt is not None:
             raise P.damaged(run.run_id, run.index.corrupt)
         if run.index.header is None:
-            raise P.not_found(f"run {run.run_id} has no tape header (it failed before it started: {run.error or 'no tape'})")
+            why = run.error or "no tape was written"
+            raise P.not_found(f"run {run.run_id} failed before it started, so it has no steps: {why}")
         return run.index
+
+    @staticmethod
+    def _never_started(run: Run) -> bool:
+        """A run this server started that failed before writing its tape (a flow that does not
+        load, a bad input): kept, so that asking for its steps says why there are none."""
+        return run.owned and run.finished and run.index.header is None and not run.index.offset
 
     def _register(self, run_id: str, run_dir: Path, live: bool) -> Run:
         run = Run(run_id, run_dir, TapeIndex(run_dir), live=live)
@@ -242,7 +251,7 @@ class RunManager:
             run.proc = await asyncio.create_subprocess_exec(
                 *args, cwd=str(flow.parent), env=env,
                 stdin=asyncio.subprocess.PIPE if inputs else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
             if inputs and run.proc.stdin is not None:
                 run.proc.stdin.write(msgspec.json.encode(inputs))
@@ -250,15 +259,21 @@ class RunManager:
         except OSError as exc:
             del self.runs[run_id]
             raise P.invalid(f"cannot start the flow: {exc}") from None
-        self._spawn(self._read_stderr(run))
+        self._spawn(self._read_output(run))
         self._spawn(self._follow(run))
         self._spawn(self._progress(run))
         return run
 
-    async def _read_stderr(self, run: Run) -> None:
-        assert run.proc is not None and run.proc.stderr is not None
-        while chunk := await run.proc.stderr.read(8192):
-            run.stderr = (run.stderr + chunk)[-STDERR_KEEP:]
+    async def _read_output(self, run: Run) -> None:
+        """Keep the end of what the flow process prints (its stdout must be drained, or a flow
+        with big outputs would block on a full pipe)."""
+        assert run.proc is not None and run.proc.stderr is not None and run.proc.stdout is not None
+
+        async def keep(stream: asyncio.StreamReader, name: str) -> None:
+            while chunk := await stream.read(8192):
+                setattr(run, name, (getattr(run, name) + chunk)[-STDERR_KEEP:])
+
+        await asyncio.gather(keep(run.proc.stderr, "stderr"), keep(run.proc.stdout, "stdout"))
 
     # ---- following a run ------------------------------------------------------------------------------
 
@@ -414,6 +429,9 @@ class RunManager:
         elif status == "failed":
             error = run.error or _stderr_line(run.stderr) or "the run failed"
             detail = P.ErrorDetail(message=error)
+            report = _error_report(run.stdout) if run.index.header is None else None
+            if report is not None and report.file:  # it could not start: the flow is at fault, here
+                detail.uri, detail.line = path_to_uri(report.file), report.line - 1 if report.line else None
         outputs = msgspec.json.decode(end.outputs) if end is not None and end.outputs else {}
         diverged = [divergence(d) for d in (end.replayStopped if end else run.index.diverged)]
         self.server.send(P.RUN_FINISHED, P.RunFinished(
@@ -585,6 +603,13 @@ def _stderr_line(stderr: bytes) -> str:
     flowtape = [ln for ln in lines if ln.startswith("flowtape: ") and "warning" not in ln]
     text = flowtape[-1] if flowtape else (lines[-1] if lines else "")
     return text.removeprefix("flowtape: ")[:2000]
+
+
+def _error_report(stdout: bytes) -> ErrorReport | None:
+    try:
+        return msgspec.json.decode(stdout.strip().rsplit(b"\n", 1)[-1], type=ErrorReport)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def _now() -> str:

@@ -63,6 +63,9 @@ async def test_bad_input_gets_clear_errors(client: LanguageClient, workspace: Pa
         ("req", "flowtape/stepDetail", {"runId": run_id, "step": 1.5}, INVALID, "step"),
         ("req", "flowtape/stepDetail", {"runId": "no-such-run", "step": 1}, NOT_FOUND, "unknown run"),
         ("req", "flowtape/stepDetail", None, INVALID, "runId"),
+        # a misspelt field is refused, not ignored: `stpe` would resume at the last step
+        ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "stpe": 2}, INVALID, "unknown field `stpe`"),
+        ("req", "flowtape/getSteps", {"runId": run_id, "form": 2}, INVALID, "unknown field `form`"),
     ]
     for kind, name, params, code, words in cases:
         call = command(client, name, params) if kind == "cmd" else request(client, name, params)
@@ -119,3 +122,17 @@ async def test_a_tape_cut_or_deleted_under_the_server_gets_clear_errors(client: 
         err = await _error(request(client, method, params))
         assert err.code == NOT_FOUND and ("gone" in err.message or "unknown run" in err.message), err.message
     assert run_id not in [r["runId"] for r in (await request(client, "flowtape/runs", {}))["runs"]]
+
+
+async def test_a_run_that_cannot_start_says_where_and_why_and_has_no_steps(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "broken.py", count_flow(3) + "\nconnect(\n")
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    done = await collector(client).finished(run["runId"])
+    assert done["status"] == "failed" and "syntax error" in done["error"]
+    detail = done["errorDetail"]
+    assert (detail["uri"], detail["line"]) == (uri_of(flow), len(flow.read_text().splitlines()) - 1)
+    for method, params in (("flowtape/getSteps", {"runId": run["runId"]}), ("flowtape/stepDetail", {"runId": run["runId"], "step": 1})):
+        err = await _error(request(client, method, params))
+        assert err.code == NOT_FOUND and "failed before it started, so it has no steps: " in err.message and "syntax error" in err.message
+    listed = [r for r in (await request(client, "flowtape/runs", {}))["runs"] if r["runId"] == run["runId"]]
+    assert listed and listed[0]["status"] == "failed"
