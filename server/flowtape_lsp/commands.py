@@ -75,8 +75,11 @@ def _recorded_steps(run: Run, read: int) -> int:
 def _step_in_range(run: Run, step: int, low: int) -> None:
     total = run.index.steps
     if not low <= step <= total:
-        live = " so far (the run is still going)" if run.live else ""
-        raise P.not_found(f"step {step} is out of range: run {run.run_id} {steps_held(total, low)}{live}")
+        raise P.not_found(f"step {step} is out of range: run {run.run_id} {steps_held(total, low)}{_so_far(run)}")
+
+
+def _so_far(run: Run) -> str:
+    return " so far (the run is still going)" if run.live else ""
 
 
 def last_firing_step(run: Run, actor: str) -> int | None:
@@ -196,7 +199,7 @@ def register(server: FlowtapeServer) -> None:
         index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
         total = index.steps if run.live or index.finished else _recorded_steps(run, index.steps)
         if p.from_ > total + 1:
-            raise P.not_found(f"step {p.from_} is out of range: run {run.run_id} {steps_held(total)}")
+            raise P.not_found(f"step {p.from_} is out of range: run {run.run_id} {steps_held(total)}{_so_far(run)}")
         if p.from_ > index.steps:  # past what was read so far: read the rest
             index = await manager.ready(run)
         steps = await asyncio.to_thread(index.read_steps, p.from_, p.limit)

@@ -136,3 +136,16 @@ async def test_a_run_that_cannot_start_says_where_and_why_and_has_no_steps(clien
         assert err.code == NOT_FOUND and "failed before it started, so it has no steps: " in err.message and "syntax error" in err.message
     listed = [r for r in (await request(client, "flowtape/runs", {}))["runs"] if r["runId"] == run["runId"]]
     assert listed and listed[0]["status"] == "failed"
+
+
+async def test_a_step_past_a_live_run_is_out_of_range_so_far(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "slow.py", count_flow(100, delay=0.1))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await col.wait_for("flowtape/steps", lambda p: p["runId"] == run["runId"])
+    for method, params in (("flowtape/getSteps", {"runId": run["runId"], "from": 9999}),
+                           ("flowtape/stepDetail", {"runId": run["runId"], "step": 9999})):
+        err = await _error(request(client, method, params))
+        assert err.code == NOT_FOUND and "out of range" in err.message and err.message.endswith("so far (the run is still going)")
+    await command(client, "flowtape.stop", {"runId": run["runId"]})
+    assert (await col.finished(run["runId"]))["status"] == "stopped"
