@@ -89,6 +89,16 @@ def test_runs_lists_newest_first(cli):
     kept = [line for line in out.splitlines() if line.startswith("kept")]
     assert len(kept) == 1 and kept[0].endswith("(a copy of run first)")
     assert cli("show", "kept")[0] == 0
+    # a run whose run.json is unreadable or gone is still listed, as its tape tells it; a folder
+    # whose tape is not a file is no run
+    Path("runs/kept/run.json").write_text("{bad")
+    shutil.copytree("runs/first", "runs/bare")
+    Path("runs/bare/run.json").unlink()
+    Path("runs/odd/tape.jsonl").mkdir(parents=True)
+    code, out, _ = cli("runs")
+    listed = {line.split()[0]: line for line in out.splitlines()}
+    assert sorted(listed) == ["bare", "first", "kept", "second"]
+    assert all("unknown" in listed[name] and "15 steps" in listed[name] for name in ("bare", "kept"))
 
 
 def test_show_lists_the_steps_and_the_end(cli):
@@ -194,6 +204,8 @@ def test_an_input_of_the_wrong_type_is_refused_before_anything_runs(cli, write_f
     code, out, err = cli("run", str(flow), "--input", "In=abc")
     assert code == 2 and out == ""
     assert err == "flowtape: input 'In' of workflow main expects int, not str 'abc'\n"
+    code, out, err = cli("run", str(flow), "--input", "In=true")
+    assert code == 2 and err == "flowtape: input 'In' of workflow main expects int, not bool True\n"
     assert not (tmp_path / "runs").exists()
 
 
@@ -204,6 +216,36 @@ def test_a_declared_input_left_out_is_pointed_out(cli, write_flow):
     assert "workflow input 'In' gets no value (--input In=VALUE)" in err
     code, out, err = cli("run", str(flow), "--input", "In=41")
     assert code == 0 and out == "Out: [42]\n" and "gets no value" not in err
+    code, out, err = cli("run", str(flow), "--at-step", "3")  # a usage error is said alone
+    assert code == 2 and err == "flowtape: --at-step needs --resume-from\n"
+
+
+def test_an_input_wired_to_nothing_is_warned_of(cli, write_flow):
+    """A parameter of the workflow function is no input: `def main(n=3)` builds with 3."""
+    flow = write_flow('''
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class Src:
+            class Ports:
+                Out = Port[int](direction="out")
+            n: int
+            i: int = 0
+
+            def action(self):
+                if self.i >= self.n:
+                    return None
+                self.i += 1
+                return self.i
+
+        @workflow(inputs={"N": int})
+        def main(N=3):
+            s = Src(n=N)
+            connect(s.Out, "Out")
+    ''')
+    code, out, err = cli("run", str(flow), "--input", "N=60", "--json")
+    assert code == 0 and json.loads(out)["outputs"] == {"Out": [1, 2, 3]}
+    assert json.loads(out)["warnings"] == ["input 'N' was given, but nothing in workflow main is wired to it: its value was not used"]
 
 
 def test_a_runs_dir_that_cannot_be_created_is_a_clear_error(cli, tmp_path):

@@ -269,7 +269,10 @@ def test_exit_2_on_a_syntax_error_naming_file_and_line(write_flow, tmp_path):
 def test_exit_2_on_usage_errors(write_flow, tmp_path):
     path = write_flow(GOOD)
     assert _flowtape("run", str(path), "--bogus", cwd=tmp_path).returncode == 2
-    assert _flowtape("run", str(tmp_path / "missing.py"), cwd=tmp_path).returncode == 2
+    for where, says in ((tmp_path / "missing.py", "no such flow file"), (tmp_path, "is a directory, not a flow file"),
+                        (Path("/dev/null"), "is a device or special file, not a flow file")):
+        proc = _flowtape("run", str(where), cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr == f"flowtape: {where}: {says}\n"
     bad_input = _flowtape("run", str(path), "--input", "Nope=1", "--runs-dir", "runs", cwd=tmp_path)
     assert bad_input.returncode == 2 and "no input port 'Nope'" in bad_input.stderr
     assert _flowtape(cwd=tmp_path).returncode == 2

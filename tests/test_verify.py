@@ -245,6 +245,7 @@ def test_an_edited_output_is_detected(run):
         (b'"status":"succeeded"', b'"status":"done"', "a known end status"),
         (b'"status":"succeeded"', b'"status":"failed"', "a run fails exactly when it has an error"),
         (b'"status":"succeeded"', b'"status":"stopped","error":{"message":"boom"}', "a run fails exactly when it has an error"),
+        (b'"status":"succeeded"', b'"status":"succeeded","leftovers":[["x.Out->y.In",2]]', "the end agrees with the rebuilt run"),
     ],
 )
 def test_an_edited_end_status_is_detected(run, old, new, rule):

@@ -91,10 +91,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if names.count(name) > 1:
             raise UsageError(f"--input {name} is given {names.count(name)} times: give each input once")
     inputs = {**_inputs_json(args.inputs_json), **dict(given)}
-    if args.resume_from is None:
-        for port in flow.inputs:
-            if port not in inputs:
-                print(f"flowtape: note: workflow input {port!r} gets no value (--input {port}=VALUE)", file=sys.stderr)
+
+    def note_missing(run_id: str, run_dir: Path | None) -> None:  # once the run starts: not before a usage error
+        if args.resume_from is None:
+            for port in flow.inputs:
+                if port not in inputs:
+                    print(f"flowtape: note: workflow input {port!r} gets no value (--input {port}=VALUE)", file=sys.stderr)
+
     progress = Progress() if sys.stdout.isatty() and not args.json else None
     # with --json, stdout holds the one JSON object: what the flow prints goes to stderr
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
@@ -103,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = execute(
                 flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
                 tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
-                on_step=progress, max_steps=args.max_steps,
+                on_step=progress, max_steps=args.max_steps, on_start=note_missing,
             )
     finally:
         if progress is not None:
@@ -225,8 +228,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     runs = list_runs(_runs_dir(args))
     listed: list[ListedRun] = []
     for run_dir, s in runs:
-        if s.status == "running" and not process_alive(s.pid):  # its process died without an end record
-            s = msgspec.structs.replace(s, status="killed")
+        dead = s.status == "running" and not process_alive(s.pid)  # its process died without an end record
+        if dead or s.status == "unknown":  # (unknown: no run.json to read, the tape tells)
+            s = msgspec.structs.replace(s, status="killed" if dead else s.status)
             with contextlib.suppress(OSError):
                 s.steps = last_step_number(run_dir / TAPE)
         listed.append(ListedRun(str(run_dir), s))

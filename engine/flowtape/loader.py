@@ -17,7 +17,8 @@ def load_module(path: Path | str) -> ModuleType:
     """Import a flow file under a stable private name (so tapes can name its classes)."""
     file = Path(path).resolve()
     if not file.is_file():
-        raise FlowError("is a directory, not a flow file" if file.is_dir() else "no such flow file", str(path))
+        kind = "a directory" if file.is_dir() else "a device or special file" if file.exists() else None
+        raise FlowError(f"is {kind}, not a flow file" if kind else "no such flow file", str(path))
     name = "flowtape_flow_" + hashlib.blake2b(str(file).encode(), digest_size=6).hexdigest()
     if name in sys.modules:
         return sys.modules[name]

@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Raw
 
 from .errors import UsageError
-from .tape import Diverged, ErrorInfo
+from .tape import Diverged, ErrorInfo, Header, decode_record
 from .trust import TapeSeal
 
 TAPE = "tape.jsonl"
@@ -69,6 +69,20 @@ def read_summary(run_dir: Path) -> RunSummary | None:
         return None
 
 
+def summary_from_tape(run_dir: Path) -> RunSummary | None:
+    """A run whose run.json is missing or unreadable, as its tape's header tells it: status
+    `unknown` (show and verify read the tape itself)."""
+    try:
+        with open(run_dir / TAPE, "rb") as fh:
+            header = decode_record(fh.readline().rstrip(b"\n"))
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not isinstance(header, Header):
+        return None
+    return RunSummary(header.runId, header.workflow, header.flowFile, "unknown", header.startedAt,
+                      resumedFrom=header.resumedFrom, resumedAtStep=header.resumedAtStep)
+
+
 def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
     """A run directory, given its path or its id (looked up in the runs directory)."""
     path = Path(ref)
@@ -106,7 +120,9 @@ def list_runs(runs_dir: Path) -> list[tuple[Path, RunSummary]]:
     if not runs_dir.is_dir():
         return found
     for entry in runs_dir.iterdir():
-        summary = read_summary(entry) if entry.is_dir() else None
+        if not (entry / TAPE).is_file():
+            continue  # not a run (show and verify say so too)
+        summary = read_summary(entry) or summary_from_tape(entry)
         if summary is not None:
             found.append((entry, summary))
     found.sort(key=lambda pair: (pair[1].startedAt, pair[1].id), reverse=True)

@@ -80,7 +80,8 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
             names = ", ".join(graph.inputs) or "none"
             raise UsageError(f"workflow {graph.name} has no input port {port!r} (its inputs: {names})")
         expected = graph.inputs.get(port)
-        if not types_compatible(type(value), expected):
+        # (true is an int to Python, never an int or float input a user meant)
+        if not types_compatible(type(value), expected) or (type(value) is bool and expected in (int, float)):
             raise UsageError(
                 f"input {port!r} of workflow {graph.name} expects {type_name(expected)}, "
                 f"not {type(value).__name__} {preview(value, 40)}"
@@ -267,7 +268,11 @@ def execute(
             tools.stop_all()  # a tool a firing left running must not write into the run once it ended
     if plan is not None:
         gc.unfreeze()
-    return _finish(engine, net, writer, run_dir, summary, interrupted)
+    result = _finish(engine, net, writer, run_dir, summary, interrupted)
+    # (a parameter of the workflow function is no input: `def main(n=30)` builds with 30 whatever is given)
+    result.warnings[:0] = [f"input {port!r} was given, but nothing in workflow {graph.name} is wired to it: its value was not used"
+                           for port in seeded if not net.seeds.get(port)]
+    return result
 
 
 def _step_limit(
