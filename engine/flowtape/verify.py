@@ -292,7 +292,7 @@ class Rebuild:
                 n, "the end agrees with the rebuilt run",
             )
         outputs = self.outputs
-        left = [(qid, len(q)) for i, (qid, q) in enumerate(zip(self.header.queues, self.queues)) if q and i not in outputs]
+        left = [(qid, len(q)) for i, (qid, q) in enumerate(zip(self.header.queues, self.queues, strict=True)) if q and i not in outputs]
         # (only a run that went quiet: a stopped or failed one may have dropped a firing under way, whose tokens no record gives back)
         if e.status == "succeeded" and sorted(map(tuple, e.leftovers)) != sorted(left):
             raise TraceCorruption("the end record's leftovers differ from the tokens left in the rebuilt queues", n,
