@@ -1562,6 +1562,53 @@ def test_max_steps_stops_at_exactly_n_steps_with_several_workers(write_flow, tmp
         assert (stopped.status, stopped.steps, len(steps)) == ("stopped", limit, limit)
 
 
+def test_a_source_always_ready_does_not_starve_a_firing_that_let_go_of_the_lock(write_flow, tmp_path):
+    """The consumer's first firing is slow, so it runs without the engine's lock; the source is
+    quick, so its worker keeps the lock through its firings. The consumer's worker, back from its
+    action, gets the lock next: the two go on taking turns."""
+    from flowtape.loader import load_flow
+    from flowtape.runner import execute
+    from flowtape.tape import read_tape
+
+    flow = load_flow(write_flow('''
+        import time
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class Endless:
+            class Ports:
+                Out = Port[int](direction="out")
+            i: int = 0
+
+            def action(self):
+                self.i += 1
+                return self.i
+
+        @task
+        class SlowOnce:
+            class Ports:
+                In = Port[int](direction="in")
+                Out = Port[int](direction="out")
+            n: int = 0
+
+            def action(self, x):
+                self.n += 1
+                if self.n == 1:
+                    time.sleep(0.005)
+                return x
+
+        @workflow
+        def main():
+            e = Endless()
+            s = SlowOnce()
+            connect(e.Out, s.In)
+            connect(s.Out, "Out")
+    '''))
+    stopped = execute(flow, max_workers=4, runs_dir=tmp_path, run_id="r", max_steps=5000)
+    steps = read_tape(tmp_path / "r" / "tape.jsonl").steps()
+    assert stopped.status == "stopped" and sum(s.actor == "s" for s in steps) > 1500
+
+
 def test_hasattr_and_getattr_with_a_default_work_inside_an_action(write_flow, tmp_path):
     """As on any object (and in wfpy): an attribute a task does not have is no error to look for."""
     from flowtape.loader import load_flow

@@ -95,7 +95,7 @@ class Engine:
     __slots__ = (
         "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since",
         "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
-        "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "rounds", "seq", "step_limit", "steps",
+        "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
         "stop_requested", "t0", "tape", "top", "unreplayable", "work_dir",
     )
 
@@ -119,6 +119,10 @@ class Engine:
         self.covered = covered or set()
         self.on_step = on_step
         self.step_limit = step_limit  # (on_step stops the run when it is reached)
+        # Workers back from an action run without the lock, waiting for it to commit: a worker
+        # firing quick actors (which keep the lock) lets them in first, or a source that is
+        # always ready would starve what they fired. (A list: append and pop need no lock.)
+        self.returning: list[None] = []
         self.cond = threading.Condition()
         self.seq = 0
         self.steps = 0
@@ -245,6 +249,9 @@ class Engine:
             if ctx is None and self.exclusive is not None and self.exclusive is not me:
                 self.cond.wait()
                 continue
+            if self.returning and ctx is None:
+                self.cond.wait(0.01)  # it commits, then notifies
+                continue
             if ctx is None and pool.in_flight and self.step_limit is not None and self.steps + pool.in_flight >= self.step_limit:
                 self.cond.wait()  # the firings under way may take the steps left: start none beside them
                 continue
@@ -346,7 +353,9 @@ class Engine:
             error = exc
         finally:
             if release:
+                self.returning.append(None)
                 self.cond.acquire()
+                self.returning.pop()
         if error is not None:
             give_back(plan.takes)
             if isinstance(error, KeyboardInterrupt) and self.stop_requested:
