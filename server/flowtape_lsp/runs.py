@@ -19,8 +19,8 @@ from flowtape.errors import ErrorReport
 from flowtape.rundir import TAPE, new_run_id, read_summary, valid_run_id, write_summary
 from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Diverged, Step
-from lsprotocol import types as lsp
 
+from . import progress
 from . import protocol as P
 from .tapeindex import TapeIndex
 from .workspace import Locator, path_to_uri
@@ -32,7 +32,6 @@ TICK = 0.02  # how often a live tape is polled
 FLUSH_AGE = 0.05  # a batch of steps waits at most this long
 FLUSH_SIZE = 500  # ... or is sent once this many steps are pending
 DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
-PROGRESS_EVERY = 0.1
 STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before SIGKILL
 STDERR_KEEP = 16 << 10
 PREINDEX = 3  # finished runs read in the background at startup, newest first ...
@@ -261,7 +260,7 @@ class RunManager:
             raise P.invalid(f"cannot start the flow: {exc}") from None
         self._spawn(self._read_output(run))
         self._spawn(self._follow(run))
-        self._spawn(self._progress(run))
+        self._spawn(progress.begin(self.server, run))
         return run
 
     async def _read_output(self, run: Run) -> None:
@@ -308,7 +307,7 @@ class RunManager:
                 pending = []
                 last_flush = now
             if new:
-                self._report_progress(run)
+                progress.report(self.server, run)
             if index.finished:
                 break
             if progressed:
@@ -394,7 +393,7 @@ class RunManager:
             run.started_at = header.startedAt
             run.resumed_from, run.resumed_at = header.resumedFrom, header.resumedAtStep
             if run.proc is None and run.progress_token is None:
-                self._spawn(self._progress(run))
+                self._spawn(progress.begin(self.server, run))
         self.server.send(P.RUN_STARTED, P.RunStarted(
             runId=run.run_id, uri=run.uri, workflow=run.workflow, runDir=str(run.run_dir),
             resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
@@ -438,7 +437,7 @@ class RunManager:
             runId=run.run_id, status=status, outputs=outputs, steps=run.index.steps, error=error,
             errorDetail=detail, replayStopped=diverged or None,
         ))
-        self._end_progress(run)
+        progress.end(self.server, run)
         run.done.set()
         for listener in self.listeners:
             try:
@@ -446,51 +445,7 @@ class RunManager:
             except Exception:  # noqa: BLE001
                 self.server.log_error(f"a run listener failed for {run.run_id}")
 
-    # ---- work-done progress ---------------------------------------------------------------------------
-
-    async def _progress(self, run: Run) -> None:
-        if not self.server.supports_progress():
-            return
-        token = f"flowtape-run-{run.run_id}"
-        run.progress_token = token
-        try:
-            await asyncio.wait_for(self.server.work_done_progress.create_async(token), 5.0)
-        except Exception:  # noqa: BLE001 - a client that refuses or never answers: no progress bar
-            run.progress_token = None
-            return
-        self.server.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
-            title=f"Flowtape: {run.workflow or Path(run.uri).name or run.run_id}", cancellable=True,
-            message=self._progress_message(run), percentage=None,
-        ))
-        run.progress_begun = True
-        if run.finished:
-            self._end_progress(run)
-
-    def _progress_message(self, run: Run) -> str:
-        index = run.index
-        last = index.last_step
-        if last is None:
-            return "starting…"
-        return f"{index.steps} steps · {last.actor}" + (" (replayed)" if last.replayed else "")
-
-    def _report_progress(self, run: Run) -> None:
-        if run.progress_token is None or not run.progress_begun or run.progress_ended:
-            return
-        now = time.monotonic()
-        if now - run.progress_at < PROGRESS_EVERY:
-            return
-        run.progress_at = now
-        self.server.work_done_progress.report(run.progress_token, lsp.WorkDoneProgressReport(
-            message=self._progress_message(run), cancellable=True,
-        ))
-
-    def _end_progress(self, run: Run) -> None:
-        if run.progress_token is None or not run.progress_begun or run.progress_ended:
-            return
-        run.progress_ended = True
-        self.server.work_done_progress.end(run.progress_token, lsp.WorkDoneProgressEnd(
-            message=f"{run.status} · {run.index.steps} steps",
-        ))
+    # ---- work-done progress (progress.py) -------------------------------------------------------------
 
     def run_for_token(self, token: Any) -> Run | None:
         return next((r for r in self.runs.values() if r.progress_token == token), None)

@@ -1,0 +1,61 @@
+"""Work-done progress for a run: a progress bar in the editor, begun as the run starts, telling
+its step count and current actor, ended with its status. Cancelling it stops the run (commands.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lsprotocol import types as lsp
+
+if TYPE_CHECKING:
+    from .runs import Run
+    from .server import FlowtapeServer
+
+EVERY = 0.1  # seconds between two reports
+
+
+async def begin(server: FlowtapeServer, run: Run) -> None:
+    if not server.supports_progress():
+        return
+    token = f"flowtape-run-{run.run_id}"
+    run.progress_token = token
+    try:
+        await asyncio.wait_for(server.work_done_progress.create_async(token), 5.0)
+    except Exception:  # noqa: BLE001 - a client that refuses or never answers: no progress bar
+        run.progress_token = None
+        return
+    server.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
+        title=f"Flowtape: {run.workflow or Path(run.uri).name or run.run_id}", cancellable=True,
+        message=_message(run), percentage=None,
+    ))
+    run.progress_begun = True
+    if run.finished:
+        end(server, run)
+
+
+def _message(run: Run) -> str:
+    index = run.index
+    last = index.last_step
+    if last is None:
+        return "starting…"
+    return f"{index.steps} steps · {last.actor}" + (" (replayed)" if last.replayed else "")
+
+
+def report(server: FlowtapeServer, run: Run) -> None:
+    if run.progress_token is None or not run.progress_begun or run.progress_ended:
+        return
+    now = time.monotonic()
+    if now - run.progress_at < EVERY:
+        return
+    run.progress_at = now
+    server.work_done_progress.report(run.progress_token, lsp.WorkDoneProgressReport(message=_message(run), cancellable=True))
+
+
+def end(server: FlowtapeServer, run: Run) -> None:
+    if run.progress_token is None or not run.progress_begun or run.progress_ended:
+        return
+    run.progress_ended = True
+    server.work_done_progress.end(run.progress_token, lsp.WorkDoneProgressEnd(message=f"{run.status} · {run.index.steps} steps"))
