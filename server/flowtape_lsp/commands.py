@@ -19,7 +19,7 @@ from lsprotocol import types as lsp
 from . import protocol as P
 from .runs import Run
 from .tapeindex import Filler, last_step_from_end
-from .workspace import flow_path, same_file
+from .workspace import client_path, flow_path, same_file
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -56,7 +56,7 @@ def run_info(run: Run) -> P.RunInfo:
     steps = run.index.steps if run.live or run.index.finished else _recorded_steps(run, run.index.steps)
     return P.RunInfo(
         runId=run.run_id, workflow=run.workflow, uri=run.uri, status=run.status, steps=steps,
-        startedAt=run.started_at, runDir=str(run.run_dir), finishedAt=run.finished_at,
+        startedAt=run.started_at, runDir=client_path(run.run_dir), finishedAt=run.finished_at,
         resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
     )
 
@@ -124,7 +124,7 @@ def register(server: FlowtapeServer) -> None:
         params = P.command_params(args, P.RunParams)
         path = flow_path(params.uri, server.root)
         run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers)
-        return P.RunStartResult(runId=run.run_id, runDir=str(run.run_dir)).to_json()
+        return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
 
     @server.command(P.CMD_RESUME)
     async def resume_at_step(*args: Any) -> Any:
@@ -159,7 +159,7 @@ def register(server: FlowtapeServer) -> None:
         if flow is None:
             raise P.invalid(f"run {source.run_id} names no flow file")
         run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers)
-        return P.RunStartResult(runId=run.run_id, runDir=str(run.run_dir)).to_json()
+        return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
 
     @server.command(P.CMD_STOP)
     async def stop(*args: Any) -> Any:

@@ -23,7 +23,7 @@ from flowtape.tape import Diverged, Step
 from . import progress
 from . import protocol as P
 from .tapeindex import TapeIndex
-from .workspace import Locator, path_to_uri
+from .workspace import Locator, client_path, path_to_uri
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -395,7 +395,7 @@ class RunManager:
             if run.proc is None and run.progress_token is None:
                 self._spawn(progress.begin(self.server, run))
         self.server.send(P.RUN_STARTED, P.RunStarted(
-            runId=run.run_id, uri=run.uri, workflow=run.workflow, runDir=str(run.run_dir),
+            runId=run.run_id, uri=run.uri, workflow=run.workflow, runDir=client_path(run.run_dir),
             resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
         ))
 

@@ -43,9 +43,14 @@ def path_to_uri(path: str) -> str:
     named = _client_uris.get(str(resolved))
     if named is not None:
         return named
+    return from_fs_path(client_path(resolved)) or ""
+
+
+def client_path(resolved: Path) -> str:
+    """A real path under the workspace as the client names it (through the root it gave)."""
     if _client_root is not None and resolved.is_relative_to(_client_root[0]):
-        resolved = _client_root[1] / resolved.relative_to(_client_root[0])
-    return from_fs_path(str(resolved)) or ""
+        return str(_client_root[1] / resolved.relative_to(_client_root[0]))
+    return str(resolved)
 
 
 def fs_path(uri: str) -> str | None:

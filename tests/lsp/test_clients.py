@@ -68,6 +68,7 @@ async def test_a_workspace_opened_through_a_symlink_gets_its_own_uris(linked_cli
     assert done["status"] == "succeeded"
     started = await col.wait_for("flowtape/runStarted", lambda p: p["runId"] == run["runId"])
     assert started["uri"] == uri
+    assert run["runDir"] == started["runDir"] == str(link / ".flowtape" / "runs" / run["runId"])  # through the link too
     assert {s["uri"] for s in col.steps(run["runId"])} == {uri}
     runs = await request(client, "flowtape/runs", {"uri": uri})
     assert [r["uri"] for r in runs["runs"]] == [uri]
