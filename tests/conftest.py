@@ -10,6 +10,27 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
+# A source of 1..n, for flows written in the tests themselves (engine, CLI and language server): GEN_FLOW.format(body=...)
+GEN_FLOW = '''\
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Gen:
+    class Ports:
+        Out = Port[int](direction="out")
+
+    n: int
+    i: int = 0
+
+    def action(self):
+        if self.i >= self.n:
+            return None
+        self.i += 1
+        return self.i
+
+{body}'''
+
 
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Path:

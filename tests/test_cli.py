@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, GEN_FLOW
 from flowtape.cli import main
 
 CHAIN = str(EXAMPLES / "chain.py")
@@ -222,27 +222,12 @@ def test_a_declared_input_left_out_is_pointed_out(cli, write_flow):
 
 def test_an_input_wired_to_nothing_is_warned_of(cli, write_flow):
     """A parameter of the workflow function is no input: `def main(n=3)` builds with 3."""
-    flow = write_flow('''
-        from flowtape import Port, connect, task, workflow
-
-        @task
-        class Src:
-            class Ports:
-                Out = Port[int](direction="out")
-            n: int
-            i: int = 0
-
-            def action(self):
-                if self.i >= self.n:
-                    return None
-                self.i += 1
-                return self.i
-
-        @workflow(inputs={"N": int})
-        def main(N=3):
-            s = Src(n=N)
-            connect(s.Out, "Out")
-    ''')
+    flow = write_flow(GEN_FLOW.format(body='''
+@workflow(inputs={"N": int})
+def main(N=3):
+    g = Gen(n=N)
+    connect(g.Out, "Out")
+'''))
     code, out, err = cli("run", str(flow), "--input", "N=60", "--json")
     assert code == 0 and json.loads(out)["outputs"] == {"Out": [1, 2, 3]}
     assert json.loads(out)["warnings"] == ["input 'N' was given, but nothing in workflow main is wired to it: its value was not used"]

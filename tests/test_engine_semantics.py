@@ -1514,18 +1514,14 @@ def test_only_a_run_that_went_quiet_reports_actors_that_can_never_fire(write_flo
     assert stopped.status == "stopped" and stopped.leftovers and stopped.stuck == []  # it was stopped, not stuck
 
 
-def test_max_steps_stops_at_exactly_n_steps_with_several_workers(write_flow, tmp_path):
-    """Four workers busy on slow firings: none is started that could take a step past the limit."""
-    from flowtape.loader import load_flow
-    from flowtape.runner import execute
-    from flowtape.tape import read_tape
-
-    flow = load_flow(write_flow('''
+# A source that never runs dry, for flows whose runs are cut short (indented as the flow texts
+# below are: write_flow takes their common indentation away).
+ENDLESS = '''
         import time
         from flowtape import Port, connect, task, workflow
 
         @task
-        class Numbers:
+        class Endless:
             class Ports:
                 Out = Port[int](direction="out")
             i: int = 0
@@ -1534,6 +1530,16 @@ def test_max_steps_stops_at_exactly_n_steps_with_several_workers(write_flow, tmp
                 self.i += 1
                 return self.i
 
+'''
+
+
+def test_max_steps_stops_at_exactly_n_steps_with_several_workers(write_flow, tmp_path):
+    """Four workers busy on slow firings: none is started that could take a step past the limit."""
+    from flowtape.loader import load_flow
+    from flowtape.runner import execute
+    from flowtape.tape import read_tape
+
+    flow = load_flow(write_flow(ENDLESS + '''
         def make(name):
             @task
             class Slow:
@@ -1551,7 +1557,7 @@ def test_max_steps_stops_at_exactly_n_steps_with_several_workers(write_flow, tmp
 
         @workflow
         def main():
-            numbers = Numbers()
+            numbers = Endless()
             for worker in (A(), B(), C(), D()):
                 connect(numbers.Out, worker.In)
                 connect(worker.Out, "Out" + type(worker).__name__)
@@ -1570,20 +1576,7 @@ def test_a_source_always_ready_does_not_starve_a_firing_that_let_go_of_the_lock(
     from flowtape.runner import execute
     from flowtape.tape import read_tape
 
-    flow = load_flow(write_flow('''
-        import time
-        from flowtape import Port, connect, task, workflow
-
-        @task
-        class Endless:
-            class Ports:
-                Out = Port[int](direction="out")
-            i: int = 0
-
-            def action(self):
-                self.i += 1
-                return self.i
-
+    flow = load_flow(write_flow(ENDLESS + '''
         @task
         class SlowOnce:
             class Ports:

@@ -216,26 +216,6 @@ def main():
 '''
 
 
-# A source of 1..n, for flows written in the tests themselves: GEN_FLOW.format(body=...)
-GEN_FLOW = '''\
-from flowtape import Port, connect, task, workflow
-
-
-@task
-class Gen:
-    class Ports:
-        Out = Port[int](direction="out")
-
-    n: int
-    i: int = 0
-
-    def action(self):
-        if self.i >= self.n:
-            return None
-        self.i += 1
-        return self.i
-
-{body}'''
 
 
 def count_flow(n: int = 5, delay: float = 0.0, exit_at: int = 0) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import time
 from pathlib import Path
 
+from conftest import GEN_FLOW
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
@@ -13,7 +14,6 @@ from .conftest import (
     FLOW_DIVERGE,
     FLOW_FAIL,
     FLOW_MISWIRED,
-    GEN_FLOW,
     collector,
     command,
     count_flow,

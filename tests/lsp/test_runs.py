@@ -8,12 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import GEN_FLOW
 from flowtape.tape import Step, read_tape
 from flowtape.verify import verify
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from .conftest import FLOW_NESTED, GEN_FLOW, collector, command, count_flow, request, uri_of, write_flow
+from .conftest import FLOW_NESTED, collector, command, count_flow, request, uri_of, write_flow
 
 
 def tape_steps(run_dir: str) -> list[Step]:
