@@ -908,3 +908,21 @@ def test_a_parameter_object_actors_share_is_not_replayed_and_a_big_one_is_checke
     assert "(w.reg changed, and it is the very object r.reg is too" in shared[0]
     resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=2)
     assert resumed.replay_stopped and "very object" in resumed.replay_stopped[0].reason
+
+
+def test_the_check_of_a_tape_a_resume_must_verify_reports_its_progress(chain, tmp_path, monkeypatch):
+    """A tape from elsewhere is verified before the resume: `on_check` follows that check (the
+    CLI shows it on a terminal), and a trusted tape, not checked, calls it never."""
+    monkeypatch.setattr(replay, "PROGRESS_EVERY", 4)
+    original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    records = len(tape_of(original).lines) - 1
+    trusted: list[tuple[int, int]] = []
+    execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=5, on_check=lambda *a: trusted.append(a))
+    assert trusted == []
+    monkeypatch.setattr(trust, "seals", lambda data, seal: False)
+    checked: list[tuple[int, int]] = []
+    resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir, at_step=5,
+                      on_check=lambda *a: checked.append(a))
+    assert resumed.outputs == original.outputs
+    assert [done for done, _ in checked] == list(range(3, records, 4))
+    assert {total for _, total in checked} == {records}

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from .errors import ErrorReport, FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
+from .progress import Checking
 from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, process_alive, read_summary, resolve_run
 from .runner import MAX_WORKERS
 from .seek import last_step_number
@@ -102,11 +103,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     # with --json, stdout holds the one JSON object: what the flow prints goes to stderr
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        with quiet:
+        with quiet, _checking() as checking:
+            def started(run_id: str, run_dir: Path | None) -> None:
+                if checking is not None:
+                    checking.close()  # the check of the resumed tape is done: the run's own line follows
+                note_missing(run_id, run_dir)
+
             result = execute(
                 flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
                 tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
-                on_step=progress, max_steps=args.max_steps, on_start=note_missing,
+                on_step=progress, max_steps=args.max_steps, on_start=started, on_check=checking,
             )
     finally:
         if progress is not None:
@@ -186,13 +192,11 @@ def _say_json(value: object) -> None:
 
 
 @contextlib.contextmanager
-def _checking() -> Iterator[Callable[[int, int], None] | None]:
+def _checking() -> Iterator[Checking | None]:
     """How far the check of a long tape has got, on a terminal (a million steps take seconds)."""
     if not sys.stderr.isatty():
         yield None
         return
-    from .progress import Checking
-
     shown = Checking()
     try:
         yield shown

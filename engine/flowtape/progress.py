@@ -32,6 +32,7 @@ class _Line:
 
     def close(self) -> None:
         if self.shown:
+            self.shown = False
             self.stream.write("\r\x1b[K")
             self.stream.flush()
 

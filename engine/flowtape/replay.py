@@ -6,6 +6,7 @@ top-level firing it ran inside, so the firings a step covers are exact for every
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from .tape import (
     read_tape,
 )
 from .values import preview_json
-from .verify import Rebuild, check_chain, check_header
+from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
 
@@ -134,8 +135,11 @@ def describe_change(old: Header, actors: list[ActorInfo], queues: list[str]) -> 
     return "; ".join(changes) if changes else None
 
 
-def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
-    """Check that resuming `run_dir` at `at_step` is sound, and say what each actor replays."""
+def plan_resume(
+    run_dir: Path, at_step: int | None, net: Network, workflow: str, progress: Callable[[int, int], None] | None = None
+) -> ReplayPlan:
+    """Check that resuming `run_dir` at `at_step` is sound, and say what each actor replays.
+    A tape that must be verified first calls `progress(records checked, records)` as verify does."""
     with gc_paused():  # the plan's objects are many and long-lived (see gc_paused)
         try:
             data = (run_dir / TAPE).read_bytes()
@@ -149,7 +153,7 @@ def plan_resume(run_dir: Path, at_step: int | None, net: Network, workflow: str)
                 plan = None  # not what this Flowtape writes after all: the full path says why
             if plan is not None:
                 return plan
-        return _verified_plan(run_dir, at_step, net, workflow)
+        return _verified_plan(run_dir, at_step, net, workflow, progress)
 
 
 def _check_resumable(header: Header, net: Network, workflow: str, at_step: int | None, last: int) -> int:
@@ -229,7 +233,9 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
                       _snapshot(rebuild, [], (data, body_start, offset), header), header.maxWorkers)
 
 
-def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: str) -> ReplayPlan:
+def _verified_plan(
+    run_dir: Path, at_step: int | None, net: Network, workflow: str, progress: Callable[[int, int], None] | None
+) -> ReplayPlan:
     """Read and verify the whole recorded tape, then plan: a snapshot when the prefix allows it,
     else the recorded firings each actor replays."""
     try:
@@ -253,8 +259,11 @@ def _verified_plan(run_dir: Path, at_step: int | None, net: Network, workflow: s
     prefix: list[bytes] = []
     contiguous = True  # the prefix is every record after the header, up to the step
     chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the covered firings
+    total = len(tape.lines) - 1
     try:
         for line in tape.lines[1:]:
+            if progress is not None and not line.number % PROGRESS_EVERY:
+                progress(line.number - 1, total)
             rebuild.apply(line)
             record = line.record
             if isinstance(record, Step | Checkpoint):

@@ -158,9 +158,11 @@ def execute(
     on_step: Callable[[int, int, str], None] | None = None,
     on_start: Callable[[str, Path | None], None] | None = None,
     max_steps: int | None = None,
+    on_check: Callable[[int, int], None] | None = None,
 ) -> RunResult:
     """Run `flow` and record it; returns the result whatever the status (failures included).
-    With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable)."""
+    With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable).
+    `on_check(records checked, records)` follows the check of a resumed tape that must be verified."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
     if max_workers is not None and not 1 <= max_workers <= MAX_WORKERS:
@@ -177,7 +179,7 @@ def execute(
         if inputs:
             raise ResumeRefused("cannot give inputs with a resume: a resumed run starts from the recorded run's inputs")
         source = resolve_run(resume_from, runs_base)
-        plan = plan_resume(source, at_step, net, graph.name)
+        plan = plan_resume(source, at_step, net, graph.name, on_check)
         seeded = {port: (LAZY, Raw(enc)) for port, enc in _raw_inputs(plan.inputs).items()}
         inputs_raw = plan.inputs
         if max_steps is not None and max_steps <= plan.at_step:
