@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import flowtape
 import pytest
 from conftest import EXAMPLES, GEN_FLOW
 from flowtape.cli import main
+from flowtape.tape import FORMAT_VERSION
 
 CHAIN = str(EXAMPLES / "chain.py")
 
@@ -177,6 +179,8 @@ def test_the_installed_command(tmp_path):
     assert listed.returncode == 0 and "succeeded" in listed.stdout
     bad = subprocess.run([str(exe), "show", "nope", "--runs-dir", "runs"], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("flowtape: no run 'nope'")
+    version = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout == f"flowtape {flowtape.__version__} (tape format {FORMAT_VERSION})\n"
 
 
 TYPED_INPUT = '''

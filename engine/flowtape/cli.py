@@ -15,12 +15,13 @@ from typing import Any
 
 import msgspec
 
+from . import __version__
 from .errors import ErrorReport, FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
 from .progress import Checking
 from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, process_alive, read_summary, resolve_run
 from .runner import MAX_WORKERS
 from .seek import last_step_number
-from .tape import Tape
+from .tape import FORMAT_VERSION, Tape
 from .values import preview, preview_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -354,6 +355,7 @@ def _count(low: int, high: int | None = None) -> Callable[[str], int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="flowtape", description="Run actor-dataflow flows; every run is a tape.")
     parser.add_argument("--verbose", action="store_true", help="print tracebacks")
+    parser.add_argument("--version", action="version", version=f"flowtape {__version__} (tape format {FORMAT_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     runs_dir: dict[str, Any] = {"metavar": "DIR", "help": f"where runs are kept (default: {DEFAULT_RUNS_DIR})"}
