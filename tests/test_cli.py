@@ -480,3 +480,28 @@ def test_show_records_of_a_nested_workflow_and_its_errors(cli, tmp_path):
     tape.write_bytes(tape.read_bytes().replace(b'"fireCount":1', b'"fireCount":7', 1))
     code, out, err = cli("show", "n1", "--records")
     assert code == 1 and out == "" and "corrupt tape" in err
+
+
+def test_an_input_declared_file_is_given_as_an_absolute_path(cli, tmp_path, write_flow):
+    """Tools run in the flow's folder: a relative path typed where flowtape runs would miss there."""
+    (tmp_path / "sub").mkdir()
+    path = write_flow('''
+        from flowtape import File, Port, connect, tool, workflow
+
+        @tool(cmd="cp", args=["{in.Src}", "{out.Dst}"])
+        class Copy:
+            class Ports:
+                Src = Port[File](direction="in")
+                Dst = Port[File](direction="out")
+
+        @workflow(inputs={"Src": File})
+        def main():
+            c = Copy()
+            connect("Src", c.Src)
+            connect(c.Dst, "Out")
+    ''', name="sub/copy.py")
+    (tmp_path / "data.txt").write_text("hello")
+    code, out, err = cli("run", str(path), "--input", "Src=data.txt", "--json")
+    assert code == 0, err
+    copied = json.loads(out)["outputs"]["Out"][0]
+    assert Path(copied).read_text() == "hello"

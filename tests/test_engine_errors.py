@@ -79,7 +79,7 @@ def main():
     connect(a.Nope, "Out")  # HERE
 """)
     _assert_names(exc, path, "HERE")
-    assert "no port 'Nope'" in exc.message and "In, Out" in exc.message
+    assert "Num has no port or attribute 'Nope' (its ports: In, Out)" in exc.message
 
 
 def test_a_port_wired_in_the_wrong_direction(write_flow):

@@ -17,6 +17,7 @@ import msgspec
 
 from . import __version__
 from .errors import ErrorReport, FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
+from .ports import is_resource
 from .progress import Checking
 from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, process_alive, read_summary, resolve_run
 from .runner import MAX_WORKERS
@@ -38,12 +39,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parse_input(text: str, types: dict[str, Any] | None = None) -> tuple[str, Any]:
-    """NAME=VALUE: VALUE as JSON, else as text; always as text for an input declared `str`."""
+    """NAME=VALUE: VALUE as JSON, else as text; always as text for an input declared `str`, and
+    as an absolute path for one declared `File` or `Resource` (tools run in the flow's folder)."""
     if "=" not in text:
         raise UsageError(f"--input takes NAME=VALUE, not {text!r}")
     name, raw = text.split("=", 1)
-    if types is not None and types.get(name) is str:
+    declared = types.get(name) if types is not None else None
+    if declared is str:
         return name, raw
+    if is_resource(declared) and raw:
+        return name, os.path.abspath(os.path.expanduser(raw))
     try:
         return name, json.loads(raw)
     except json.JSONDecodeError:

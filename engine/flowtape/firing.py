@@ -11,7 +11,7 @@ from .errors import FlowtapeError, TraceCorruption
 from .model import ActionSpec
 from .network import LAZY, Actor, Item, Queue
 from .schedules import STATE_ATTR, moves_now
-from .source import traceback_site
+from .sites import traceback_site
 from .tools import run_tool
 from .values import decode
 
@@ -165,5 +165,5 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
         answer, added = ask(spec, actor.obj, inputs)
         return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
     stem = f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
-    written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem)
+    written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem, actor.outputs.keys())
     return Outcome(list(written.items()))

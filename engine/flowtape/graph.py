@@ -12,7 +12,7 @@ from typing import Any
 from .errors import FlowError, FlowtapeError
 from .model import spec_of
 from .ports import PortRef, type_name, types_compatible
-from .source import Site, caller_site, class_site, traceback_site
+from .sites import Site, caller_site, class_site, traceback_site
 
 ROOT = "$"
 
@@ -322,7 +322,7 @@ class WorkflowDef:
             raise
         except Exception as exc:  # the user's builder code raised: a mistake in the flow, named by its line
             site = traceback_site(exc) or self.site
-            raise FlowError(f"building workflow {self.name!r} failed: {type(exc).__name__}: {exc}", site.file, site.line) from exc
+            raise FlowError(f"building workflow {self.name!r} failed: {type(exc).__name__}: {exc}{_hint(exc)}", site.file, site.line) from exc
         finally:
             _building.reset(token)
         if build.frame is not None:
@@ -345,6 +345,15 @@ class WorkflowDef:
 
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"
+
+
+def _hint(exc: Exception) -> str:
+    """A likely cause the error itself does not say: a class with ports used as an actor, undecorated."""
+    owner = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
+    cls = type(owner)
+    if owner is not None and hasattr(cls, "Ports") and spec_of(owner) is None:
+        return f" ({cls.__name__} has a Ports class but is no actor: decorate it with @task, @agent or @tool)"
+    return ""
 
 
 def workflow(

@@ -11,7 +11,7 @@ from typing import Any
 from .errors import FlowError, NoSuchPort
 from .ports import PortRef, PortSpec, collect_ports
 from .schedules import STATE_ATTR, Schedule, by_priority, collect_schedule
-from .source import Site, caller_site, class_site
+from .sites import Site, caller_site, class_site
 
 SPEC_ATTR = "__flowtape__"
 
@@ -50,6 +50,7 @@ class ToolConfig:
     env: dict[str, str]
     shell: bool
     timeout: float | None
+    inherit_stdio: bool = False  # what the tool prints goes to the console as it comes (else kept for errors)
 
 
 @dataclass
@@ -232,8 +233,10 @@ def _install_instance_hooks(cls: type, spec: TaskSpec) -> None:
         port = spec.ports.get(name) or next((p for p in spec.ports.values() if p.attr == name), None)
         if port is None:
             names = ", ".join(spec.ports) or "none"
+            fields = ", ".join([*spec.parameters, *(f for f in spec.state_defaults if not f.startswith("_"))])
             site = caller_site()
-            raise NoSuchPort(f"{spec.name} has no port {name!r} (its ports: {names})", site.file, site.line)
+            raise NoSuchPort(f"{spec.name} has no port or attribute {name!r} (its ports: {names}"
+                             f"{f'; its fields: {fields}' if fields else ''})", site.file, site.line)
         return PortRef(self, port.port_name, port.is_output, port.type)
 
     cls.__init__ = __init__  # type: ignore[misc]
@@ -271,6 +274,41 @@ def task(cls: type) -> type:
     setattr(cls, SPEC_ATTR, spec)
     _install_instance_hooks(cls, spec)
     return cls
+
+
+def source(cls: type | None = None, *, viewType: str | None = None, action_name: str = "open") -> Any:  # noqa: N803 - wfpy's spelling
+    """wfpy's `@source`: a task with one output port that puts its `path` parameter (a `File`, say)
+    once. A class that defines its own actions keeps them. `viewType` and `action_name` tell wfpy's
+    editor how to open it; Flowtape takes them and leaves them."""
+
+    def decorate(klass: type) -> type:
+        site = class_site(klass)
+        ports = collect_ports(klass)
+        inputs = [n for n, p in ports.items() if not p.is_output]
+        outputs = [n for n, p in ports.items() if p.is_output]
+        if inputs or len(outputs) != 1:
+            raise FlowError(f"@source {klass.__name__} needs one output port and no input port "
+                            f"(it has inputs: {', '.join(inputs) or 'none'}; outputs: {', '.join(outputs) or 'none'})",
+                            site.file, site.line)
+        if not any(hasattr(v, "_ft_action") for v in vars(klass).values()):
+            def emit(self: Any) -> Any:
+                self._ft_emitted = True
+                return self.path
+
+            added = {"emit": action(consumes={}, produces={outputs[0]: 1})(guard(lambda self: not self._ft_emitted)(emit)),
+                     "_ft_emitted": False}  # state: once per instance, kept by the tape, restored by a resume
+            for name, value in added.items():
+                setattr(klass, name, value)
+            klass.__annotations__ = {**vars(klass).get("__annotations__", {}), "_ft_emitted": bool}
+        task(klass)
+        spec = getattr(klass, SPEC_ATTR)
+        if "path" not in spec.parameters:
+            why = "has a class-level default, which makes it state" if "path" in spec.state_defaults else "is missing"
+            raise FlowError(f"@source {klass.__name__} puts its `path` parameter, which {why}: declare `path: File` "
+                            "without a default", site.file, site.line)
+        return klass
+
+    return decorate(cls) if cls is not None else decorate
 
 
 def agent(
@@ -319,16 +357,18 @@ def tool(
     env: dict[str, str] | None = None,
     shell: bool = False,
     timeout: float | None = None,
+    inherit_stdio: bool = False,
     **_ignored: Any,
 ) -> Any:
     """An external process. On a class: an actor whose firing runs `cmd` with `{in.X}`, `{out.X}`,
     `{param.X}` placeholders; each output port gets the path of a file the tool writes.
-    On a function: the function becomes a call of `cmd` (its keyword arguments fill `{name}`)."""
+    On a function: the function becomes a call of `cmd` (its keyword arguments fill `{name}`).
+    With `inherit_stdio`, what the tool prints is shown as it comes (a long tool's progress)."""
     if cls_or_fn is not None:
         raise TypeError("@tool needs at least cmd=: @tool(cmd='...')")
     if not cmd:
         raise TypeError("@tool needs cmd=")
-    config = ToolConfig(cmd, list(args or []), cwd, dict(env or {}), shell, timeout)
+    config = ToolConfig(cmd, list(args or []), cwd, dict(env or {}), shell, timeout, inherit_stdio)
 
     def decorate(target: Any) -> Any:
         if isinstance(target, type):

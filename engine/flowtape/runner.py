@@ -57,6 +57,7 @@ class RunResult:
     leftovers: list[tuple[str, int]] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    exception: BaseException | None = None  # what the failed actor raised (for `run`'s RunFailed.__cause__)
 
 
 def fingerprint(net: Network) -> str:
@@ -350,7 +351,12 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
             f"{count} firing(s) of {path} cannot be replayed ({reason}): a resume runs them live"
             for path, (count, reason) in engine.unreplayable.items()
         ],
+        engine.failure.raised_by if engine.failure is not None else None,
     )
+
+
+# wfpy's run() options that mean nothing here: `run` takes them and leaves them
+WFPY_IGNORED = frozenset({"verbose", "queue_trace", "keep_work_dir", "keep_intermediates", "source_path", "work_dir", "validate"})
 
 
 def run(
@@ -365,10 +371,15 @@ def run(
     resume_from: str | Path | None = None,
     at_step: int | None = None,
     out_dir: Any = None,
+    **wfpy_options: Any,
 ) -> dict[str, list[Any]]:
     """Run a workflow; returns `{output port: [tokens]}`. Raises RunFailed when an actor fails
-    (the error names its path, firing and line) and RunStopped on Ctrl-C/SIGTERM.
-    `out_dir` is accepted for wfpy compatibility and ignored: runs go to `runs_dir`."""
+    (the error names its path, firing and line; what the actor raised is its `__cause__`) and
+    RunStopped on Ctrl-C/SIGTERM. `out_dir` and wfpy's WFPY_IGNORED options are accepted for wfpy
+    compatibility and ignored: runs go to `runs_dir`, and every run is recorded."""
+    unknown = sorted(set(wfpy_options) - WFPY_IGNORED)
+    if unknown:
+        raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
     result = execute(
         flow, inputs, max_workers=max_workers, runs_dir=runs_dir, run_id=run_id, tape=tape, durable=durable,
         resume_from=resume_from, at_step=at_step,
@@ -378,7 +389,7 @@ def run(
         raise RunFailed(
             result.error.message, result.error.actor or "", result.error.fireCount or 0,
             result.error.file, result.error.line, result.outputs, str(result.run_dir) if result.run_dir else None,
-        )
+        ) from result.exception
     if result.status == "stopped":
         raise RunStopped(f"run {result.run_id} was stopped")
     return result.outputs

@@ -30,7 +30,7 @@ from .firing import GuardFailed, Plan, give_back, select
 from .firing import execute as execute_action
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
 from .replayer import commit_replayed, give_up_replay, replay_plan
-from .source import Site, traceback_site
+from .sites import Site, traceback_site
 from .state import recorded_state
 from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step
 from .values import NotEncodable, digest, encode
@@ -87,6 +87,11 @@ class Failure:
     exc: BaseException
     tb: str
     raised: Site | None
+
+    @property
+    def raised_by(self) -> BaseException:
+        """What the user's code raised (a failed guard's own exception, not its wrapper)."""
+        return self.exc.original if isinstance(self.exc, GuardFailed) else self.exc
 
 
 class Engine:

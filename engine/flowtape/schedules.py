@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FlowError
-from .source import Site
+from .sites import Site
 
 STATE_ATTR = "_ft_schedule_state"
 

@@ -11,10 +11,12 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .model import TaskSpec, ToolConfig
 
@@ -72,9 +74,10 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 
 def run_tool(
-    spec: TaskSpec, obj: Any, inputs: dict[str, Any], work_dir: Path, base_dir: Path, stem: str
+    spec: TaskSpec, obj: Any, inputs: dict[str, Any], work_dir: Path, base_dir: Path, stem: str, wired: Collection[str]
 ) -> dict[str, Any]:
-    """One firing of a tool actor: run the command; each output port gets the path it wrote."""
+    """One firing of a tool actor: run the command; each output port gets the path it wrote. A
+    port wired to nothing may go unwritten (an optional log, say); a wired one may not."""
     config = spec.tool
     assert config is not None
     params = {name: getattr(obj, name, "") for name in spec.parameters}
@@ -101,7 +104,7 @@ def run_tool(
     with _running_lock:
         _running.add(proc)
     try:
-        out, err = proc.communicate(timeout=config.timeout or None)
+        out, err = _output(proc, config.timeout or None, config.inherit_stdio)
     except subprocess.TimeoutExpired:
         raise ToolFailed(f"tool {cmd!r} timed out after {config.timeout}s") from None
     finally:  # timed out, interrupted (a second stop signal), or done: nothing it started lives on
@@ -112,10 +115,36 @@ def run_tool(
     if proc.returncode != 0:
         said = _tail(err) or _tail(out) or "(no output)"
         raise ToolFailed(f"tool {cmd!r} exited with code {proc.returncode}: {said}")
-    missing = [port for port, path in outputs.items() if not os.path.exists(path)]
+    written = {port: path for port, path in outputs.items() if os.path.exists(path)}
+    missing = [port for port in outputs if port in wired and port not in written]
     if missing:
         raise ToolFailed(f"tool {cmd!r} exited 0 but wrote no {', '.join(missing)} ({outputs[missing[0]]})")
-    return outputs
+    return written
+
+
+def _output(proc: subprocess.Popen[str], timeout: float | None, shown: bool) -> tuple[str, str]:
+    """What the tool printed on stdout and stderr; with `shown`, each line also goes on to ours as
+    it comes (sys.stdout at the time: under `run --json` that is stderr), and only the last lines are kept."""
+    if not shown:
+        return proc.communicate(timeout=timeout)
+    kept: dict[str, deque[str]] = {"out": deque(maxlen=50), "err": deque(maxlen=50)}
+
+    def forward(pipe: IO[str], key: str) -> None:
+        for line in pipe:
+            kept[key].append(line)
+            stream = sys.stdout if key == "out" else sys.stderr
+            with contextlib.suppress(ValueError, OSError):  # ours closed: the tool still runs to its end
+                stream.write(line)
+                stream.flush()
+
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = [threading.Thread(target=forward, args=(pipe, key), daemon=True) for pipe, key in ((proc.stdout, "out"), (proc.stderr, "err"))]
+    for pump in pumps:
+        pump.start()
+    proc.wait(timeout=timeout)
+    for pump in pumps:
+        pump.join()
+    return "".join(kept["out"]), "".join(kept["err"])
 
 
 def function_tool(fn: Callable[..., Any], config: ToolConfig) -> Callable[..., subprocess.CompletedProcess[str]]:
