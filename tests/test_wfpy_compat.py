@@ -152,23 +152,27 @@ def test_file_map_resource_ports_a_source_and_a_tools_unwired_output(write_flow,
     assert again.outputs == result.outputs
 
 
+ONE_TOOL = '''
+from flowtape import Port, connect, tool, workflow
+
+@tool({config})
+class T:
+    class Ports:
+        X = Port[str](direction="in")
+        Y = Port[str](direction="out")
+
+@workflow(inputs={{"X": str}})
+def main():
+    t = T()
+    connect("X", t.X)
+    connect(t.Y, "Out")
+'''
+
+
 @pytest.mark.parametrize("shown", [True, False])
 def test_a_tool_with_inherit_stdio_shows_what_it_prints(write_flow, tmp_path, capsys, shown):
-    path = write_flow('''
-        from flowtape import Port, connect, tool, workflow
-
-        @tool(cmd="sh", args=["-c", "echo working on $0; echo to-err >&2; echo $0 > $1", "{in.X}", "{out.Y}"], inherit_stdio=SHOWN)
-        class T:
-            class Ports:
-                X = Port[str](direction="in")
-                Y = Port[str](direction="out")
-
-        @workflow(inputs={"X": str})
-        def main():
-            t = T()
-            connect("X", t.X)
-            connect(t.Y, "Out")
-    '''.replace("SHOWN", str(shown)))
+    says = "echo working on $0; echo to-err >&2; echo $0 > $1"
+    path = write_flow(ONE_TOOL.format(config=f'cmd="sh", args=["-c", "{says}", "{{in.X}}", "{{out.Y}}"], inherit_stdio={shown}'))
     capsys.readouterr()
     assert execute(load_flow(path), {"X": "hi"}, runs_dir=tmp_path).status == "succeeded"
     out, err = capsys.readouterr()
@@ -176,22 +180,7 @@ def test_a_tool_with_inherit_stdio_shows_what_it_prints(write_flow, tmp_path, ca
 
 
 def test_a_wired_output_a_tool_did_not_write_fails_the_firing(write_flow, tmp_path):
-    path = write_flow('''
-        from flowtape import Port, connect, tool, workflow
-
-        @tool(cmd="true")
-        class T:
-            class Ports:
-                X = Port[str](direction="in")
-                Y = Port[str](direction="out")
-
-        @workflow(inputs={"X": str})
-        def main():
-            t = T()
-            connect("X", t.X)
-            connect(t.Y, "Out")
-    ''')
-    result = execute(load_flow(path), {"X": "hi"}, runs_dir=tmp_path)
+    result = execute(load_flow(write_flow(ONE_TOOL.format(config='cmd="true"'))), {"X": "hi"}, runs_dir=tmp_path)
     assert result.status == "failed" and "exited 0 but wrote no Y" in result.error.message
 
 
