@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import GEN_FLOW
 from flowtape import connect, replay, scheduler, trust, workflow
 from flowtape.cli import main as cli_main
 from flowtape.errors import ResumeRefused, UsageError
 from flowtape.loader import load_flow, load_module
-from flowtape.rundir import read_summary
+from flowtape.rundir import RunSummary, read_summary, still_running
 from flowtape.runner import execute
 from flowtape.tape import Checkpoint, Firing, Step, read_tape
 from flowtape.verify import verify
@@ -926,3 +932,52 @@ def test_the_check_of_a_tape_a_resume_must_verify_reports_its_progress(chain, tm
     assert resumed.outputs == original.outputs
     assert [done for done, _ in checked] == list(range(3, records, 4))
     assert {total for _, total in checked} == {records}
+
+
+@pytest.mark.parametrize("change", [("i: int = 0", "j: int = 0", "self.i", "self.j"),  # a field renamed
+                                    ("i: int = 0", "i: int = 0\n    seen: int = 0", "", "")])  # a field added
+def test_refused_when_a_state_field_the_class_has_was_not_recorded(write_flow, tmp_path, change):
+    """The new field would start at its default beside the recorded ones: a state no run had."""
+    body = "@workflow\ndef main():\n    g = Gen(n=5)\n    connect(g.Out, 'Out')\n"
+    recorded = execute(load_flow(write_flow(GEN_FLOW.format(body=body), "gen.py")), runs_dir=tmp_path, max_workers=1)
+    old_field, new_field, old_use, new_use = change
+    changed = GEN_FLOW.format(body=body).replace(old_field, new_field).replace(old_use or "\0", new_use)
+    flow = load_flow(write_flow(changed, "changed.py"))
+    for verified in (False, True):
+        with pytest.MonkeyPatch.context() as m:
+            if verified:
+                m.setattr(trust, "seals", lambda data, seal: False)
+            with pytest.raises(ResumeRefused) as info:
+                execute(flow, runs_dir=tmp_path, resume_from=recorded.run_dir, at_step=3)
+        assert "the fields of Gen changed since run" in str(info.value) and "which its recorded state lacks (it holds 'i')" in str(info.value)
+    # before its first firing nothing of it is restored: that resume is sound
+    assert execute(flow, runs_dir=tmp_path, resume_from=recorded.run_dir, at_step=0).outputs == recorded.outputs
+
+
+def test_a_run_still_running_is_not_resumed_until_it_ends(write_flow, tmp_path):
+    """Both runs would go on, doing the same tool and agent work twice, from a tape not finished."""
+    body = "import time\n\n@workflow\ndef main():\n    g = Gen(n=10_000)\n    connect(g.Out, 'Out')\n"
+    path = write_flow(GEN_FLOW.format(body=body).replace("        self.i += 1\n", "        time.sleep(0.01)\n        self.i += 1\n"))
+    child = subprocess.Popen([sys.executable, "-m", "flowtape", "run", str(path), "--run-id", "live", "--runs-dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        tape = tmp_path / "live" / "tape.jsonl"
+        deadline = time.monotonic() + 30
+        while (not tape.exists() or tape.read_bytes().count(b'{"t":"s"') < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(ResumeRefused, match=rf"run live: it is still running \(process {child.pid}\)"):
+            execute(load_flow(path), runs_dir=tmp_path, resume_from="live")
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(30)
+    assert read_summary(tmp_path / "live").status == "stopped"
+    resumed = execute(load_flow(path), runs_dir=tmp_path, resume_from="live", max_steps=read_summary(tmp_path / "live").steps + 2)
+    assert resumed.status == "stopped" and resumed.steps == read_summary(tmp_path / "live").steps + 2
+
+
+def test_a_pid_taken_by_a_later_process_is_no_run_still_running():
+    def summary(started: str) -> RunSummary:
+        return RunSummary(id="r", workflow="main", flowFile="f.py", status="running", startedAt=started, pid=os.getpid())
+
+    assert still_running(summary("2999-01-01T00:00:00.000+00:00"))  # this process began before that run
+    assert not still_running(summary("2001-01-01T00:00:00.000+00:00"))  # it began long after: not that run's

@@ -19,7 +19,7 @@ from . import __version__
 from .errors import ErrorReport, FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
 from .ports import is_resource
 from .progress import Checking
-from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, process_alive, read_summary, resolve_run
+from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, read_summary, resolve_run, still_running
 from .runner import MAX_WORKERS
 from .seek import last_step_number
 from .tape import FORMAT_VERSION, Tape
@@ -238,8 +238,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     runs = list_runs(_runs_dir(args))
     listed: list[ListedRun] = []
     for run_dir, s in runs:
-        dead = s.status == "running" and not process_alive(s.pid)  # its process died without an end record
-        if dead or s.status == "unknown":  # (unknown: no run.json to read, the tape tells)
+        dead = s.status == "running" and not still_running(s)  # its process died without an end record
+        if s.status in ("running", "unknown"):  # run.json has no steps yet, or is missing: the tape tells
             s = msgspec.structs.replace(s, status="killed" if dead else s.status)
             with contextlib.suppress(OSError):
                 s.steps = last_step_number(run_dir / TAPE)

@@ -16,7 +16,7 @@ from msgspec import Raw
 from . import trust
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
-from .rundir import TAPE, read_summary
+from .rundir import TAPE, read_summary, still_running
 from .seek import restore
 from .tape import (
     ActorInfo,
@@ -146,14 +146,50 @@ def plan_resume(
         except OSError as exc:
             raise ResumeRefused(f"cannot resume from {run_dir}: its tape cannot be read ({exc.strerror or exc})") from None
         summary = read_summary(run_dir)
+        if summary is not None and still_running(summary):
+            raise ResumeRefused(
+                f"cannot resume from run {summary.id}: it is still running (process {summary.pid}), and its tape is not "
+                f"finished; wait for it to end, or stop it (Ctrl-C, or kill -TERM {summary.pid}), then resume"
+            )
+        plan: ReplayPlan | None = None
         if trust.seals(data, summary.tape if summary is not None else None):
             try:
                 plan = _trusted_plan(run_dir, data, at_step, net, workflow)
             except (TraceCorruption, ValueError, msgspec.DecodeError, msgspec.ValidationError):
                 plan = None  # not what this Flowtape writes after all: the full path says why
-            if plan is not None:
-                return plan
-        return _verified_plan(run_dir, at_step, net, workflow, progress)
+        if plan is None:
+            plan = _verified_plan(run_dir, at_step, net, workflow, progress)
+        _check_fields(plan, net)
+        return plan
+
+
+_field_names = msgspec.json.Decoder(dict[str, Raw])
+
+
+def _check_fields(plan: ReplayPlan, net: Network) -> None:
+    """Refuse to put a recorded state back on an actor whose class has fields it lacks: a field
+    renamed or added since the recording would start at its default beside the recorded ones,
+    and the run would go on from a state no run ever had."""
+    last: dict[str, Raw] = dict(plan.snapshot.states) if plan.snapshot is not None else {}
+    for path, entries in plan.entries.items():
+        states = [e.state for e in entries if e.state]
+        if states:
+            last[path] = states[-1]
+    for path, raw in last.items():
+        actor = net.by_path.get(path)
+        if actor is None or actor.spec is None:
+            continue
+        try:
+            recorded = _field_names.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue  # not a plain record of fields: nothing to compare
+        missing = [name for name in actor.spec.state_defaults if name not in recorded]
+        if missing:
+            raise ResumeRefused(
+                f"cannot resume: the fields of {actor.spec.name} changed since run {plan.source_id}: actor {path!r} "
+                f"has {', '.join(map(repr, missing))}, which its recorded state lacks (it holds "
+                f"{', '.join(map(repr, recorded)) or 'nothing'}); resume at a step before its first firing, or run it afresh"
+            )
 
 
 def _check_resumable(header: Header, net: Network, workflow: str, at_step: int | None, last: int) -> int:

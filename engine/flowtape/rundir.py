@@ -114,6 +114,22 @@ def process_alive(pid: int | None) -> bool:
         return True
 
 
+def still_running(summary: RunSummary) -> bool:
+    """Whether the run is under way: said `running`, and its process lives and is older than the
+    run (not another process that got the pid of a run killed since)."""
+    if summary.status != "running" or not process_alive(summary.pid):
+        return False
+    try:
+        with open(f"/proc/{summary.pid}/stat", "rb") as fh:
+            ticks = int(fh.read().rsplit(b")", 1)[-1].split()[19])
+        with open("/proc/stat", "rb") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
+        began = boot + ticks / os.sysconf("SC_CLK_TCK")
+        return began <= dt.datetime.fromisoformat(summary.startedAt).timestamp() + 2  # (btime is whole seconds)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True  # no /proc to tell: the pid alone
+
+
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunSummary]]:
     """Runs newest first."""
     found: list[tuple[Path, RunSummary]] = []
