@@ -126,7 +126,8 @@ def test_snapshot_is_deterministic_and_uses_one_worker():
 
 
 def test_missing_golden(tmp_path):
-    with pytest.raises(GoldenMismatch, match="no golden"):
+    """A setup mistake, not a regression: exit 2, as for a file that is no golden."""
+    with pytest.raises(UsageError, match="no golden"):
         check(example("chain.py").main, tmp_path / "missing.json")
 
 
@@ -144,7 +145,7 @@ def test_the_cli_golden_record_and_check(tmp_path, capsys):
     assert cli_main(["golden", "check", flow, str(out)]) == 1
     err = capsys.readouterr().err
     assert "golden mismatch" in err and "step 7 moved" in err and "firings" in err
-    assert cli_main(["golden", "check", flow, str(tmp_path / "nope.json")]) == 1
+    assert cli_main(["golden", "check", flow, str(tmp_path / "nope.json")]) == 2
     assert "no golden" in capsys.readouterr().err
 
 
@@ -201,3 +202,62 @@ def test_a_golden_whose_inputs_no_longer_fit_says_which_golden(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(UsageError, match=f"{path}: the inputs it holds do not fit the flow: .*Nope"):
         check(flow, path)
+
+
+STOPS = """
+import os
+import signal
+
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Ticks:
+    class Ports:
+        Out = Port[int](direction="out")
+
+    n: int = 0
+
+    def action(self):
+        if self.n == 6:
+            return None  # done: nothing to give
+        self.n += 1
+        if self.n == 4 and os.environ.get("STOP_AT_4"):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as a cancelled CI job sends it
+        if self.n == 3 and os.environ.get("FAIL_AT_3"):
+            raise ValueError("boom at 3")
+        return self.n
+
+
+@workflow
+def main():
+    t = Ticks()
+    connect(t.Out, "Out")
+"""
+
+
+def test_a_run_stopped_or_failing_is_no_silent_verdict(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during record writes nothing (a good golden stays); during check it is no mismatch;
+    a run that now fails names its error; a golden of a failure is recorded, and said so."""
+    flow = tmp_path / "ticks.py"
+    flow.write_text(STOPS)
+    golden = tmp_path / "ticks.json"
+    assert cli_main(["golden", "record", str(flow), str(golden)]) == 0
+    good = golden.read_bytes()
+    monkeypatch.setenv("STOP_AT_4", "1")
+    assert cli_main(["golden", "record", str(flow), str(golden)]) == 1
+    assert "stopped before its end: no golden written" in capsys.readouterr().err
+    assert golden.read_bytes() == good and not list(tmp_path.glob(".*.tmp"))
+    assert cli_main(["golden", "check", str(flow), str(golden)]) == 1
+    err = capsys.readouterr().err
+    assert "stopped before its end" in err and "not checked" in err and "mismatch" not in err
+    monkeypatch.delenv("STOP_AT_4")
+    monkeypatch.setenv("FAIL_AT_3", "1")
+    assert cli_main(["golden", "check", str(flow), str(golden)]) == 1
+    err = capsys.readouterr().err
+    assert "golden mismatch" in err and "the run failed: t failed on firing 3" in err and "ValueError: boom at 3" in err
+    failing = tmp_path / "failing.json"
+    assert cli_main(["golden", "record", str(flow), str(failing)]) == 0
+    assert "note: the recorded run failed, and the golden holds that" in capsys.readouterr().err
+    assert cli_main(["golden", "check", str(flow), str(failing)]) == 0  # the same failure again: a match
+

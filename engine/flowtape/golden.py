@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import FlowtapeError, UsageError
+from .errors import FlowtapeError, RunStopped, UsageError
 from .graph import WorkflowDef
 from .runner import execute
 from .tape import End, Firing, Step, read_tape, resolve_state
@@ -118,6 +118,8 @@ def record(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) 
     if path.suffix in (".py", ".jsonl") or (path.exists() and (not path.is_file() or _read(path) is None)):
         raise UsageError(f"will not write a golden over {path}: give a new .json path, or an existing golden file")
     data = snapshot(flow, inputs)
+    if data["end"].get("status") != "succeeded" and data["end"].get("status") != "failed":
+        raise RunStopped(f"the run was stopped before its end: no golden written (a golden is a whole run); {path} is as it was")
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         tmp.write_bytes(msgspec.json.format(msgspec.json.encode(data), indent=1) + b"\n")
@@ -162,7 +164,7 @@ def check(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -
     """Raise GoldenMismatch unless a fresh run matches the golden at `path`."""
     expected = _read(Path(path))
     if expected is None:
-        raise GoldenMismatch(f"no golden at {path}: record one with `flowtape golden record`")
+        raise UsageError(f"no golden at {path}: record one with `flowtape golden record`")
     given = inputs or expected.get("inputs") or None
     try:
         actual = snapshot(flow, given)
@@ -170,9 +172,15 @@ def check(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -
         if inputs:
             raise
         raise UsageError(f"{path}: the inputs it holds do not fit the flow: {exc}") from None
+    end, was = actual["end"], expected.get("end") or {}
+    if end.get("status") not in ("succeeded", "failed"):  # Ctrl-C or SIGTERM: no verdict either way
+        raise RunStopped(f"the run was stopped before its end: {path} not checked")
+    if expected.get("inputs") != actual.get("inputs"):  # said first: every step after would move
+        raise GoldenMismatch(f"{path}: the inputs differ: {_apart(expected.get('inputs'), actual.get('inputs'))}")
     difference = compare(expected, actual)
     if difference is not None:
-        raise GoldenMismatch(f"{path}: {difference}")
+        failed = f"; the run failed: {end.get('error')}" if end.get("status") == "failed" and end != was else ""
+        raise GoldenMismatch(f"{path}: {difference}{failed}")
 
 
 def assert_golden(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> None:
