@@ -261,3 +261,17 @@ def test_a_run_stopped_or_failing_is_no_silent_verdict(tmp_path, monkeypatch, ca
     assert "note: the recorded run failed, and the golden holds that" in capsys.readouterr().err
     assert cli_main(["golden", "check", str(flow), str(failing)]) == 0  # the same failure again: a match
 
+
+
+def test_other_inputs_are_named_before_any_step(tmp_path):
+    flow = tmp_path / "inc.py"
+    flow.write_text(
+        "from flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass Inc:\n    class Ports:\n        In = Port[int](direction='in')\n        Out = Port[int](direction='out')\n\n"
+        "    def action(self, x):\n        return x + 1\n\n\n"
+        "@workflow(inputs={'N': int})\ndef main():\n    i = Inc()\n    connect('N', i.In)\n    connect(i.Out, 'Out')\n"
+    )
+    golden = tmp_path / "inc.json"
+    record(load_module(flow).main, golden, {"N": 3})
+    with pytest.raises(GoldenMismatch, match=r'the inputs differ: \{"N":3\} -> \{"N":5\}'):
+        check(load_module(flow).main, golden, {"N": 5})

@@ -118,7 +118,7 @@ def record(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) 
     if path.suffix in (".py", ".jsonl") or (path.exists() and (not path.is_file() or _read(path) is None)):
         raise UsageError(f"will not write a golden over {path}: give a new .json path, or an existing golden file")
     data = snapshot(flow, inputs)
-    if data["end"].get("status") != "succeeded" and data["end"].get("status") != "failed":
+    if data["end"].get("status") not in ("succeeded", "failed"):
         raise RunStopped(f"the run was stopped before its end: no golden written (a golden is a whole run); {path} is as it was")
     tmp = path.with_name(f".{path.name}.tmp")
     try:
