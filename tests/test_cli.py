@@ -315,6 +315,9 @@ def test_max_steps_stops_a_flow_that_never_ends(cli, tmp_path):
     ("--max-workers", "1000000000", "argument --max-workers: must be from 1 to 256, not 1000000000"),
     ("--max-steps", "0", "argument --max-steps: must be at least 1, not 0"),
     ("--max-steps", "x", "argument --max-steps: 'x' is not a whole number"),
+    ("--at-step", "1_0", "argument --at-step: '1_0' is not a whole number"),  # int() would take these
+    ("--at-step", "\u0663", "argument --at-step: '\u0663' is not a whole number"),
+    ("--at-step", " 3", "argument --at-step: ' 3' is not a whole number"),
 ])
 def test_a_bad_count_is_refused_by_its_option_name_and_leaves_nothing(tmp_path, monkeypatch, capsys, option, value, says):
     monkeypatch.chdir(tmp_path)

@@ -14,6 +14,7 @@ import pytest
 from conftest import GEN_FLOW
 from flowtape import connect, replay, scheduler, trust, workflow
 from flowtape.cli import main as cli_main
+from flowtape.cli import main as cli_main
 from flowtape.errors import ResumeRefused, UsageError
 from flowtape.loader import load_flow, load_module
 from flowtape.rundir import RunSummary, read_summary, still_running
@@ -233,6 +234,20 @@ def test_divergence_names_the_actor_and_independent_branches_replay_on(branches,
     assert len(right_steps) == 8 and all(s.replayed for s in right_steps)
     assert all(s.step > first_left_sink for s in right_steps)
     assert not any(s.replayed for s in steps if s.actor in ("moody", "left_sink"))
+
+
+def test_show_says_where_the_replay_stopped(branches, tmp_path, capsys):
+    original = execute(branches.diverge, max_workers=1, runs_dir=tmp_path)
+    branches.LEFT_SKEW = 1
+    resumed = execute(branches.diverge, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir)
+    capsys.readouterr()
+    assert cli_main(["show", str(resumed.run_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    said = [i for i, line in enumerate(lines) if "replay stopped" in line]
+    assert [lines[i].strip() for i in said][1] == (
+        "replay stopped: left_sink firing 1: inputs differ; queue moody.Out->left_sink.In; recorded 10, now 11")
+    step = next(s.step for s in tape_of(resumed).steps() if s.actor == "left_sink")
+    assert lines[said[1] + 1].split("·")[0].strip() == str(step)  # said just before the step it stopped at
 
 
 def test_a_not_replayable_actor_runs_live_and_downstream_replays_on(chain, tmp_path):

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -148,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if result.status == "stopped" and args.max_steps is not None and result.steps >= args.max_steps:
             print(f"stopped at --max-steps {args.max_steps}: go on with --resume-from {result.run_id}", file=sys.stderr)
         for d in result.replay_stopped:
-            print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.reason}", file=sys.stderr)
+            print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}", file=sys.stderr)
         for qid, count in result.leftovers:
             print(f"leftover: {count} token(s) in {qid}", file=sys.stderr)
         for line in result.stuck:
@@ -259,7 +260,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from .show import detail_of, format_detail, load, run_detail
-    from .tape import Step
+    from .tape import Diverged, Step
 
     if args.records and (args.step is not None or args.json):
         raise UsageError("--records prints every record of the run, as JSON already: leave out --step and --json")
@@ -289,6 +290,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         if isinstance(record, Step):
             mark = "  [replayed]" if record.replayed else ""
             _say(f"  {record.step:>5} · {record.actor} · fire {record.fireCount} · seq {record.journalSeq}{mark}")
+        elif isinstance(record, Diverged):  # where the replay stopped, between the steps around it
+            _say(f"        replay stopped: {record.actor} firing {record.fireCount}: {record.detail()}")
     if end is not None:
         _say(f"{end.status} · outputs {preview_json(msgspec.json.decode(end.outputs), 2000)}")
         if end.error is not None:
@@ -343,14 +346,18 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     return lsp_main(tcp=args.tcp)
 
 
-def _count(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number from `low` (to `high`); argparse names the option in its error."""
+_WHOLE = re.compile(r"-?[0-9]+")  # what `int()` takes beyond it (`1_0`, ` 3`, other scripts' digits) is a typo
+
+
+def _count(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number (from `low` to `high`); argparse names the option in its error."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not _WHOLE.fullmatch(text) or len(text) > 30:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number" if len(text) <= 30 else "too many digits")
+        value = int(text)
+        if low is None:
+            return value
         if value < low or (high is not None and value > high):
             bound = f"from {low} to {high}" if high is not None else f"at least {low}"
             raise argparse.ArgumentTypeError(f"must be {bound}, not {value}")
@@ -385,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--durable", action="store_true", help="fsync every tape record")
     p.add_argument("--no-tape", action="store_true", help="do not record the run")
     p.add_argument("--resume-from", metavar="RUN", help="resume a recorded run (an id or a run directory)")
-    p.add_argument("--at-step", type=int, metavar="N", help="with --resume-from: the step to resume at (default: its last)")
+    p.add_argument("--at-step", type=_count(), metavar="N", help="with --resume-from: the step to resume at (default: its last)")
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("runs", help="list runs, newest first")
@@ -395,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print a run, or one step of it")
     p.add_argument("run", help="a run directory or a run id")
-    p.add_argument("--step", type=int, metavar="N", help="show step N: what it took and put, every queue and state after it")
+    p.add_argument("--step", type=_count(), metavar="N", help="show step N: what it took and put, every queue and state after it")
     p.add_argument("--json", action="store_true", help="print one JSON object, values whole, in the tape's tagged JSON")
     p.add_argument("--records", action="store_true", help="print the tape's records, one JSON object a line, every field filled in and named in full")
     p.add_argument("--runs-dir", **runs_dir)

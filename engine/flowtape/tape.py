@@ -138,6 +138,15 @@ class Divergence(msgspec.Struct, omit_defaults=True):
     def plain(self) -> Divergence:
         return Divergence(**{name: getattr(self, name) for name in Divergence.__struct_fields__})
 
+    def detail(self) -> str:
+        """The reason, with the queue and both tokens when the inputs differed."""
+        parts = [self.reason]
+        if self.queue:
+            parts.append(f"queue {self.queue}")
+        if self.recordedPreview is not None or self.actualPreview is not None:
+            parts.append(f"recorded {self.recordedPreview or '?'}, now {self.actualPreview or '?'}")
+        return "; ".join(parts)
+
 
 class Diverged(Divergence, tag="diverged", tag_field="t", omit_defaults=True):
     """A divergence as a tape record."""

@@ -124,13 +124,9 @@ class Diagnostics:
             diverged = end.replayStopped if end is not None and end.replayStopped else run.index.diverged
             for d in diverged:
                 uri, line = self._actor_site(header, d.actor, run.uri)
-                parts = [f"replay diverged: {d.actor} firing {d.fireCount} (step {d.step}): {d.reason}"]
-                if d.queue:
-                    parts.append(f"queue {d.queue}")
-                if d.recordedPreview is not None or d.actualPreview is not None:
-                    parts.append(f"recorded {d.recordedPreview or '?'}, now {d.actualPreview or '?'}")
+                message = f"replay diverged: {d.actor} firing {d.fireCount} (step {d.step}): {d.detail()}"
                 targets.setdefault(uri, []).append(lsp.Diagnostic(
-                    range=_range(line, self._line_text(uri, line)), message="; ".join(parts),
+                    range=_range(line, self._line_text(uri, line)), message=message,
                     severity=lsp.DiagnosticSeverity.Warning, source=SOURCE, code="replay-diverged",
                     data={"runId": run.run_id, "actor": d.actor, "step": d.step},
                 ))
