@@ -14,7 +14,6 @@ import pytest
 from conftest import GEN_FLOW
 from flowtape import connect, replay, scheduler, trust, workflow
 from flowtape.cli import main as cli_main
-from flowtape.cli import main as cli_main
 from flowtape.errors import ResumeRefused, UsageError
 from flowtape.loader import load_flow, load_module
 from flowtape.rundir import RunSummary, read_summary, still_running
