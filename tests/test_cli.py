@@ -155,6 +155,50 @@ def test_verify_refuses_a_tampered_tape(cli, tmp_path):
     assert err.startswith("flowtape: corrupt tape: line ") and err.count("\n") == 1
 
 
+FAILS_AT_3 = """
+    from flowtape import Port, action, connect, guard, task, workflow
+
+    @task
+    class Count:
+        n: int = 0
+        class Ports:
+            Out = Port[int](direction="out")
+        @action(consumes={})
+        @guard(lambda self: self.n < 5)
+        def emit(self):
+            self.n += 1
+            if self.n == 3:
+                raise ValueError("three")
+            return self.n
+
+    @workflow
+    def main():
+        c = Count()
+        connect(c.Out, "Out")
+"""
+
+
+def test_verify_holds_run_json_to_the_tape(cli, write_flow, tmp_path):
+    cli("run", CHAIN, "--run-id", "ok")
+    cli("run", str(write_flow(FAILS_AT_3)), "--run-id", "failed")
+    cli("run", CHAIN, "--max-workers", "1", "--max-steps", "4", "--run-id", "stopped")
+    cli("run", CHAIN, "--resume-from", "stopped", "--at-step", "2", "--run-id", "resumed")
+    for run, status in [("ok", "succeeded"), ("failed", "failed"), ("stopped", "stopped"), ("resumed", "succeeded")]:
+        code, out, err = cli("verify", run)
+        assert code == 0 and out.endswith(f" · {status}\n"), err
+    summary = tmp_path / "runs" / "failed" / "run.json"  # edited to hide the failure
+    data = json.loads(summary.read_text(encoding="utf-8"))
+    data.update(status="succeeded", outputs={"Out": [1]})
+    summary.write_text(json.dumps(data), encoding="utf-8")
+    code, out, err = cli("verify", "failed")
+    assert code == 1 and out == ""
+    assert err == ("flowtape: run.json disagrees with the tape, which holds together: status 'succeeded' (the tape: "
+                   "'failed'); other outputs than the tape's end record (run.json was edited, or copied from another run)\n")
+    summary.write_text((tmp_path / "runs" / "ok" / "run.json").read_text(encoding="utf-8"), encoding="utf-8")
+    code, _, err = cli("verify", "failed")
+    assert code == 1 and "together: id 'ok' (the tape: 'failed'); status 'succeeded'" in err
+
+
 @pytest.mark.parametrize("command", [["show", "nope"], ["show", "nope", "--step", "1"], ["verify", "nope"]])
 def test_an_unknown_run_id_is_a_usage_error(cli, command):
     code, out, err = cli(*command)

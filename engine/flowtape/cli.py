@@ -314,9 +314,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
             f"(the tape holds {rebuild.step}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
         )
+    if summary is not None:
+        _check_summary(summary, tape)
     status = rebuild.ended.status if rebuild.ended else "no end record"
     print(f"ok: {run_dir} · {rebuild.seq} firings · {rebuild.step} steps · {status}")
     return EXIT_OK
+
+
+def _check_summary(summary: RunSummary, tape: Tape) -> None:
+    """`runs` lists what run.json says: it must tell the tape's story, not an edited or stale one."""
+    header, end = tape.header, tape.end
+    told = [("id", summary.id, header.runId), ("workflow", summary.workflow, header.workflow)]
+    if end is not None:
+        told += [("status", summary.status, end.status), ("steps", summary.steps, end.steps),
+                 ("firings", summary.firings, end.firings)]
+    wrong = [f"{name} {said!r} (the tape: {held!r})" for name, said, held in told if said != held]
+    if end is not None and msgspec.json.decode(summary.outputs or b"{}") != msgspec.json.decode(end.outputs):
+        wrong.append("other outputs than the tape's end record")
+    if wrong:
+        raise FlowtapeError(f"run.json disagrees with the tape, which holds together: {'; '.join(wrong)} "
+                            "(run.json was edited, or copied from another run)")
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
