@@ -324,7 +324,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _check_summary(summary: RunSummary, tape: Tape) -> None:
     """`runs` lists what run.json says: it must tell the tape's story, not an edited or stale one."""
     header, end = tape.header, tape.end
-    told = [("id", summary.id, header.runId), ("workflow", summary.workflow, header.workflow)]
+    told: list[tuple[str, object, object]] = [("id", summary.id, header.runId), ("workflow", summary.workflow, header.workflow)]
     if end is not None:
         told += [("status", summary.status, end.status), ("steps", summary.steps, end.steps),
                  ("firings", summary.firings, end.firings)]
