@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import pytest
 from flowtape.loader import load_flow
 from flowtape.runner import execute
@@ -79,3 +83,34 @@ def test_with_shell_the_command_is_shell_syntax_and_values_stay_values(write_flo
     result = execute(load_flow(write_flow(flow)), {"In": "hi; rm -rf nothing"}, runs_dir=tmp_path)
     assert result.status == "succeeded", result.error
     assert open(result.outputs["Out"][0]).read() == "HI; RM -RF NOTHING"  # one value, piped; timeout 0: none
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def test_a_killed_flowtape_takes_its_tools_and_what_they_started_with_it(write_flow, tmp_path):
+    """SIGKILL gives Flowtape no chance to stop its tools: the reaper sees it die and kills them."""
+    pids = tmp_path / "pids"
+    flow = write_flow(_one_tool("sleep 300 & echo $$ $! > {in.In}; wait", [], shell=True))
+    proc = subprocess.Popen([sys.executable, "-m", "flowtape", "run", str(flow), "--input", f"In={pids}"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not (pids.exists() and pids.read_text().endswith("\n")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        tool, grandchild = map(int, pids.read_text().split())
+        assert _alive(tool) and _alive(grandchild)
+        proc.kill()
+        proc.wait()
+        while (_alive(tool) or _alive(grandchild)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(tool) and not _alive(grandchild)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .model import TaskSpec, ToolConfig
+from .reaper import Reaper
 
 _PLACEHOLDER = re.compile(r"\{(in|out|param)(?:\.(\w+))?\}")
 
@@ -58,6 +59,7 @@ def _tail(text: str, lines: int = 8, chars: int = 2000) -> str:
 
 _running: set[subprocess.Popen[str]] = set()  # tools under way, for `stop_all`
 _running_lock = threading.Lock()
+_reaper = Reaper()  # for a Flowtape that dies without stop_all
 
 
 def stop_all() -> None:
@@ -103,6 +105,7 @@ def run_tool(
         raise ToolFailed(f"tool {cmd!r} could not start: {exc.strerror or exc}") from None
     with _running_lock:
         _running.add(proc)
+    _reaper.watch(proc.pid)  # its own session: its process group is its pid
     try:
         out, err = _output(proc, config.timeout or None, config.inherit_stdio)
     except subprocess.TimeoutExpired:
@@ -110,6 +113,7 @@ def run_tool(
     finally:  # timed out, interrupted (a second stop signal), or done: nothing it started lives on
         _kill(proc)
         proc.wait()
+        _reaper.forget(proc.pid)
         with _running_lock:
             _running.discard(proc)
     if proc.returncode != 0:
