@@ -552,3 +552,17 @@ def test_an_input_declared_file_is_given_as_an_absolute_path(cli, tmp_path, writ
     assert code == 0, err
     copied = json.loads(out)["outputs"]["Out"][0]
     assert Path(copied).read_text() == "hello"
+
+
+def test_a_resume_of_an_edited_graph_is_refused_and_of_another_file_names_the_recorded_one(write_flow, tmp_path):
+    def flowtape(*args: str) -> tuple[int, str]:  # a process each: the edited file is imported afresh
+        done = subprocess.run([sys.executable, "-m", "flowtape", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stderr
+
+    flow = write_flow(FAILS_AT_3)
+    flowtape("run", str(flow), "--run-id", "r1")
+    flow.write_text(flow.read_text(encoding="utf-8").replace("c = Count()", "d = Count()").replace("c.Out", "d.Out"))
+    code, err = flowtape("run", str(flow), "--resume-from", "r1")
+    assert code == 2 and err == "flowtape: cannot resume: the flow's graph changed since run r1: actor 'c' was renamed 'd'\n", err
+    code, err = flowtape("run", CHAIN, "--resume-from", "r1")
+    assert code == 2 and err.startswith(f"flowtape: cannot resume: the flow's graph changed since run r1, which ran {flow}: ")

@@ -339,6 +339,8 @@ def test_refused_when_the_graph_changed(chain, tmp_path):
         with pytest.raises(ResumeRefused, match="graph changed") as info:
             execute(flow, runs_dir=tmp_path, resume_from=original.run_dir)
         assert expected in str(info.value)
+        # these flows are defined here, not in the recorded file: the message names that file
+        assert f"since run {original.run_id}, which ran {FLOWS / 'chain.py'}: " in str(info.value)
     with pytest.raises(ResumeRefused) as info:
         execute(rewired, runs_dir=tmp_path, resume_from=original.run_dir)
     assert "source.Out->double.In removed" in str(info.value) and "source.Out->add.In added" in str(info.value)

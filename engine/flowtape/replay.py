@@ -200,7 +200,9 @@ def _check_resumable(header: Header, net: Network, workflow: str, at_step: int |
     actors, queues = shape_of(net)
     change = describe_change(header, actors, queues)
     if change is not None:
-        raise ResumeRefused(f"cannot resume: the flow's graph changed since run {header.runId}: {change}")
+        moved = net.graph.site.file != header.flowFile  # another file: most likely the wrong flow, not an edit
+        since = f"run {header.runId}, which ran {header.flowFile}" if moved else f"run {header.runId}"
+        raise ResumeRefused(f"cannot resume: the flow's graph changed since {since}: {change}")
     if at_step is None:
         at_step = last
     if not 0 <= at_step <= last:
