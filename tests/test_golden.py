@@ -110,6 +110,9 @@ def test_compare_names_changed_fields_new_and_missing_steps():
     message = compare(golden, departed)
     assert message.startswith('step 3 moved (add_one fire 1): actor: "add_one" -> "numbers"; ')
     assert 'fireCount: 1 -> 2; ' in message and "journalSeq: 3 -> 4" in message
+    renamed = json.loads(json.dumps(golden).replace('"add_one"', '"plus_one"'))
+    assert compare(golden, renamed).startswith(
+        "the actors that fire changed: 'add_one' no longer fires and 'plus_one' fires now (renamed?); step 3 moved (add_one fire 1): ")
     ended = json.loads(json.dumps(golden))
     ended["end"]["outputs"]["Out"][0] = 4
     assert compare(golden, ended).startswith("end changed")

@@ -132,6 +132,23 @@ def record(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) 
 def compare(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
     """None when equal, else a message naming the first step that moved and what changed."""
     old, new = expected.get("steps", []), actual.get("steps", [])
+    step = _first_step_apart(old, new)
+    if step is not None:
+        before, after = {s["actor"] for s in old}, {s["actor"] for s in new}
+        gone, came = sorted(before - after), sorted(after - before)
+        if not gone and not came:
+            return step
+        said = [f"{', '.join(map(repr, gone))} no longer {'fire' if len(gone) > 1 else 'fires'}"] if gone else []
+        said += [f"{', '.join(map(repr, came))} {'fire' if len(came) > 1 else 'fires'} now"] if came else []
+        renamed = " (renamed?)" if gone and came else ""
+        return f"the actors that fire changed: {' and '.join(said)}{renamed}; {step}"
+    for key in ("workflow", "inputs", "end"):
+        if expected.get(key) != actual.get(key):
+            return f"{key} changed: {_apart(expected.get(key), actual.get(key))}"
+    return None
+
+
+def _first_step_apart(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str | None:
     for index in range(max(len(old), len(new))):
         if index >= len(old):
             return f"step {index + 1} is new: {new[index]['actor']} fire {new[index]['fireCount']}"
@@ -141,9 +158,6 @@ def compare(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
             fields = sorted(k for k in set(old[index]) | set(new[index]) if old[index].get(k) != new[index].get(k))
             details = "; ".join(f"{k}: {_apart(old[index].get(k), new[index].get(k))}" for k in fields)
             return f"step {index + 1} moved ({old[index]['actor']} fire {old[index]['fireCount']}): {details}"
-    for key in ("workflow", "inputs", "end"):
-        if expected.get(key) != actual.get(key):
-            return f"{key} changed: {_apart(expected.get(key), actual.get(key))}"
     return None
 
 
