@@ -8,9 +8,11 @@ keeps the log for real failures."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+import re
+from typing import Any, BinaryIO
 from urllib.parse import unquote
 
+import attrs
 import cattrs
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcServerNotInitialized
@@ -27,7 +29,7 @@ from .protocol import RunNotFound, TapeDamaged
 logger = logging.getLogger("flowtape_lsp")
 
 # answered before `initialize` too (the spec's own exceptions)
-_ANY_TIME = {lsp.INITIALIZE, lsp.SHUTDOWN, lsp.EXIT}
+_ANY_TIME = {lsp.INITIALIZE, lsp.EXIT}
 
 
 def raw_converter() -> cattrs.Converter:
@@ -42,6 +44,26 @@ def raw_converter() -> cattrs.Converter:
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, keep)
     return converter
+
+
+_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.IGNORECASE)
+
+
+class LenientStdin:
+    """stdin as pygls reads it, but with the Content-Length header's name read in any case, as
+    HTTP's are: pygls matches `Content-Length` exactly, and a client writing `content-length`
+    would get no answer, then or ever after."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+
+    def readline(self) -> bytes:
+        line = self._raw.readline()
+        match = _LENGTH.fullmatch(line)
+        return b"Content-Length: %s\r\n" % match.group(1) if match else line
+
+    def read(self, size: int) -> bytes:
+        return self._raw.read(size)
 
 
 class Unreadable:
@@ -71,11 +93,24 @@ class FlowtapeProtocol(LanguageServerProtocol):
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error.to_response_error()})
 
     def structure_message(self, data: dict[str, Any]) -> Any:
-        if "jsonrpc" not in data or "method" not in data or "error" in data:
-            return super().structure_message(data)  # a value inside a message, or a response
+        """Every object of a message stays plain JSON here (pygls would make a message of any
+        value inside that looks like one, a flow's input say); `handle_message` structures the
+        message as a whole."""
+        return data
+
+    def _structure(self, data: dict[str, Any]) -> Any:
+        if data.get("jsonrpc") != "2.0":
+            said = f"its jsonrpc is {data['jsonrpc']!r}" if "jsonrpc" in data else "it has no jsonrpc member"
+            return NotARequest(data.get("id"), f'{said}, not "2.0"')
+        if "method" not in data:
+            if "id" not in data or not ("result" in data or "error" in data):
+                return NotARequest(data.get("id"), "it has neither a method nor a result or error")
+            return super().structure_message(data)  # a response to a request of ours
         if not isinstance(data["method"], str):
             return NotARequest(data.get("id"), f"its method is {type(data['method']).__name__} {data['method']!r}, not a string")
         kind = self.get_message_type(data["method"]) or (JsonRPCRequestMessage if "id" in data else JsonRPCNotification)
+        if "id" in data and "id" not in attrs.fields_dict(kind):
+            return NotARequest(data["id"], f"{data['method']} is a notification: it is sent without an id")
         try:
             return self._converter.structure(data, kind)
         except Exception as exc:  # noqa: BLE001 - anything the converter refuses is the client's mistake
@@ -83,6 +118,8 @@ class FlowtapeProtocol(LanguageServerProtocol):
             return Unreadable(data.get("id"), str(data["method"]), "; ".join(errors[:3]) or "unreadable")
 
     def handle_message(self, message: Any) -> None:
+        if isinstance(message, dict):
+            message = self._structure(message)
         if isinstance(message, Unreadable):
             reason = f"bad params for {message.method}: {message.reason}"
             if message.id is None:  # a notification: nobody to answer
@@ -108,6 +145,9 @@ class FlowtapeProtocol(LanguageServerProtocol):
                     message="the server is initialized already").to_response_error())
                 return
             self.initialized = True
+            general = message.params.capabilities.general
+            if general is not None:  # every position this server sends counts UTF-16 units, which every client reads
+                general.position_encodings = None
         elif not self.initialized and method not in _ANY_TIME and getattr(message, "id", None) is not None and method:
             self._send_response(message.id, error=JsonRpcServerNotInitialized(
                 message=f"{method} before initialize").to_response_error())

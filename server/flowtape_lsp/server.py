@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import msgspec
 from flowtape import __version__
@@ -19,7 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import protocol as P
 from .diagnostics import Diagnostics
-from .rpc import FlowtapeProtocol, raw_converter
+from .rpc import FlowtapeProtocol, LenientStdin, raw_converter
 from .runs import RunManager
 from .workspace import fs_path, named_by_client, use_client_root
 
@@ -166,7 +166,7 @@ def main(tcp: int | None = None) -> int:
         if tcp is not None:
             server.start_tcp("127.0.0.1", tcp)
         else:
-            server.start_io()
+            server.start_io(stdin=cast(BinaryIO, LenientStdin(sys.stdin.buffer)))
     finally:
         server.manager.stop_all()  # the editor went away (end of input): stop what it started
         # the transport may have closed stdout; the CLI flushes it on the way out

@@ -208,3 +208,61 @@ def test_a_change_to_a_document_never_opened_is_ignored_quietly(raw: Raw, tmp_pa
     raw.send({"jsonrpc": "2.0", "method": "exit"})
     raw.proc.wait(10)
     assert "Traceback" not in raw.close()
+
+
+ECHO_DICT = """
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Echo:
+    class Ports:
+        In = Port[dict](direction="in")
+        Out = Port[dict](direction="out")
+
+    def action(self, x: dict) -> dict:
+        return x
+
+
+@workflow(inputs={"In": dict})
+def main():
+    e = Echo()
+    connect("In", e.In)
+    connect(e.Out, "Out")
+"""
+
+
+def test_the_protocol_edges_of_other_clients(raw: Raw, tmp_path: Path) -> None:
+    """What clients other than VS Code send: a lower-case header, UTF-8 positions first, an input
+    that looks like a JSON-RPC message, a notification sent as a request, a wrong version."""
+    assert raw.proc.stdin is not None
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "shutdown"}).encode()
+    raw.proc.stdin.write(b"content-length: %d\r\n\r\n%s" % (len(body), body))  # and before initialize
+    raw.proc.stdin.flush()
+    assert error_of(raw.wait(lambda m: m.get("id") == 1))[0] == -32002
+    answer = raw.ask(0, "initialize", params={"processId": None, "rootUri": uri_of(tmp_path), "capabilities": {
+        "general": {"positionEncodings": ["utf-8", "utf-32", "utf-16"]}}})
+    assert answer["result"]["capabilities"]["positionEncoding"] == "utf-16"  # the columns it sends count UTF-16 units
+    raw.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    code, message = error_of(raw.ask(2, "$/cancelRequest", params={"id": 1}))
+    assert code == -32600 and "$/cancelRequest is a notification: it is sent without an id" in message
+    code, message = error_of(raw.ask(3, "flowtape/runs", jsonrpc="1.0"))
+    assert code == -32600 and "its jsonrpc is '1.0', not \"2.0\"" in message
+    raw.send({"jsonrpc": "2.0"})
+    answer = raw.wait(lambda m: "error" in m and m.get("id") is None)
+    assert error_of(answer) == (-32600, "not a JSON-RPC request: it has neither a method nor a result or error")
+    flow = write_flow(tmp_path, "echo.py", ECHO_DICT)
+    value = {"jsonrpc": "2.0", "method": 7, "params": {"jsonrpc": "2.0", "id": 1, "method": "textDocument/hover"}}
+    answer = raw.ask(4, "workspace/executeCommand", params={"command": "flowtape.run", "arguments": [
+        {"uri": uri_of(flow), "inputs": {"In": value}}]})
+    run_dir = Path(answer["result"]["runDir"])
+    deadline = time.monotonic() + 30
+    while not (run_dir / "run.json").exists() or json.loads((run_dir / "run.json").read_text())["status"] == "running":
+        assert time.monotonic() < deadline, raw.seen
+        time.sleep(0.1)
+    assert json.loads((run_dir / "run.json").read_text())["outputs"] == {"Out": [value]}  # as it was sent
+    raw.send({"jsonrpc": "2.0", "id": 5, "method": "shutdown"})
+    raw.wait(lambda m: m.get("id") == 5)
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    assert raw.proc.wait(10) == 0
+    assert "Traceback" not in raw.close()
