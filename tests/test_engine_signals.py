@@ -217,3 +217,46 @@ def test_a_stop_ends_a_tool_that_runs_on_after_the_grace_period(tmp_path, monkey
     else:
         raise AssertionError(f"the tool's child {sleeper} still runs")
     verify(result.run_dir / "tape.jsonl", warn=False)
+
+
+HUNG_TOOL_IN_LOOP = '''
+from flowtape import Port, connect, loop, tool, workflow
+
+
+@tool(cmd="sh", args=["-c", "echo $$ > {in.PidFile}.tmp; mv {in.PidFile}.tmp {in.PidFile}; sleep 300"])
+class Sleeper:
+    class Ports:
+        PidFile = Port[str](direction="in")
+
+
+@workflow(inputs={"PidFile": str})
+def main():
+    lp = loop(["once"])
+    with lp:
+        s = Sleeper()
+    connect("PidFile", s.PidFile)
+'''
+
+
+@pytest.mark.parametrize(("flow_text", "workers"), [(HUNG_TOOL, "1"), (HUNG_TOOL, "3"), (HUNG_TOOL_IN_LOOP, "1"), (HUNG_TOOL_IN_LOOP, "3")])
+def test_a_second_signal_while_a_tool_runs_stops_the_run_it_does_not_fail_it(tmp_path, flow_text, workers):
+    """The stop kills the tool: its firing did not happen (a resume runs it), and the run is stopped."""
+    flow = tmp_path / "sleeper.py"
+    flow.write_text(flow_text, encoding="utf-8")
+    pid_file = tmp_path / "sleep.pid"
+    proc = subprocess.Popen([sys.executable, "-m", "flowtape", "run", str(flow), "--input", f"PidFile={pid_file}",
+                             "--max-workers", workers, "--run-id", "r"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1, err.decode()
+    run_dir = tmp_path / ".flowtape" / "runs" / "r"
+    summary = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    assert summary["status"] == "stopped" and "error" not in summary, summary
+    assert b"exited with code" not in err
+    verify(run_dir / "tape.jsonl", warn=False)

@@ -33,6 +33,7 @@ from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site
 from .state import recorded_state
 from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step
+from .tools import ToolStopped
 from .values import NotEncodable, digest, encode
 from .writer import TapeWriter
 
@@ -365,6 +366,8 @@ class Engine:
             give_back(plan.takes)
             if isinstance(error, KeyboardInterrupt) and self.stop_requested:
                 raise error  # a second stop signal interrupted the action: the user stops the run, the flow did not fail
+            if isinstance(error, ToolStopped):
+                return  # the stop killed its tool: the firing did not happen, the run is stopped, not failed
             self._fail(actor, fire_count, error)
             return
         if not plan.takes and not produced and actor.spec is not None and not state:

@@ -57,7 +57,12 @@ def _tail(text: str, lines: int = 8, chars: int = 2000) -> str:
     return kept if len(kept) <= chars else "…" + kept[-chars:]
 
 
+class ToolStopped(Exception):  # noqa: N818 - no error: the run was stopped while the tool ran
+    """The run's stop killed this tool: its firing did not happen (and a resume runs it)."""
+
+
 _running: set[subprocess.Popen[str]] = set()  # tools under way, for `stop_all`
+_stopped: set[int] = set()  # the pids of those `stop_all` killed
 _running_lock = threading.Lock()
 _reaper = Reaper()  # for a Flowtape that dies without stop_all
 
@@ -66,6 +71,7 @@ def stop_all() -> None:
     """Kill every tool still running, with whatever it started (a run that ends leaves none)."""
     with _running_lock:
         procs = list(_running)
+        _stopped.update(proc.pid for proc in procs)
     for proc in procs:
         _kill(proc)
 
@@ -116,6 +122,10 @@ def run_tool(
         _reaper.forget(proc.pid)
         with _running_lock:
             _running.discard(proc)
+            stopped = proc.pid in _stopped
+            _stopped.discard(proc.pid)
+    if stopped:
+        raise ToolStopped(f"tool {cmd!r} was stopped with the run")
     if proc.returncode != 0:
         said = _tail(err) or _tail(out) or "(no output)"
         raise ToolFailed(f"tool {cmd!r} exited with code {proc.returncode}: {said}")

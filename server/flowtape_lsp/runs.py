@@ -465,6 +465,7 @@ class RunManager:
                 break
             if await self._exited(run, pid, wait):
                 break
+        _kill_group(run)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(run.done.wait(), 5.0)
         return True
@@ -525,9 +526,20 @@ class RunManager:
             if not live:
                 break
         for run in self.runs.values():
+            if run.stopping:
+                _kill_group(run)
+        for run in self.runs.values():
             if run.proc is not None and run.stopping and not run.finished and run.index.header is not None:
                 run.index.closing = False
                 _seal(run, "stopped", None)
+
+
+def _kill_group(run: Run) -> None:
+    """What a stopped flow's actors started (a process of their own, not a @tool) goes with it,
+    even when the flow itself ended at a SIGTERM: the child runs in a session of its own."""
+    if run.proc is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(run.proc.pid, signal.SIGKILL)
 
 
 def _seal(run: Run, status: str, message: str | None) -> None:

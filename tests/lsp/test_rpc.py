@@ -167,7 +167,12 @@ def test_a_message_that_is_not_json_is_answered_and_the_server_goes_on(raw: Raw,
     assert "Traceback" not in raw.close()
 
 
-HUNG = count_flow(1000).replace("        self.i += 1\n", "        self.i += 1\n        if self.i == 4:\n            time.sleep(600)\n", 1)
+HUNG = count_flow(1000).replace("        self.i += 1\n", (
+    "        self.i += 1\n        if self.i == 4:\n"
+    "            import subprocess\n"  # a process of the actor's own, not a @tool: it must go too
+    "            helper = subprocess.Popen(['sleep', '600'])\n"
+    "            with open('helper.pid', 'w') as fh:\n                fh.write(str(helper.pid))\n"
+    "            time.sleep(600)\n"), 1)
 
 
 @pytest.mark.parametrize("leave", ["end of input", "exit without shutdown", "shutdown then exit"])
@@ -191,6 +196,11 @@ def test_a_hung_flow_does_not_outlive_the_server(raw: Raw, tmp_path: Path, leave
     code = raw.proc.wait(30)
     assert code == (1 if leave == "exit without shutdown" else 0)  # as LSP asks
     assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    helper = int((tmp_path / "helper.pid").read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{helper}").exists() and Path(f"/proc/{helper}/stat").read_text().split(")")[-1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the actor's own process outlived the server"
+        time.sleep(0.05)
     summary = json.loads((run_dir / "run.json").read_text())
     assert summary["status"] == "stopped", summary
     assert json.loads((run_dir / "tape.jsonl").read_bytes().splitlines()[-1])["t"] == "end"
