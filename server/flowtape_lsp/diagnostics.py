@@ -163,6 +163,14 @@ class Diagnostics:
                 severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="run-failed",
                 related_information=related or None, data={"runId": run.run_id, "actor": info.actor},
             ))
+        elif end is None and run.status == "failed" and run.error_detail is not None:  # it could not start, or died
+            detail = run.error_detail
+            uri = detail.uri or run.uri
+            line = detail.line + 1 if detail.line is not None else None
+            targets.setdefault(uri, []).append(lsp.Diagnostic(
+                range=_range(line, self._line_text(uri, line)), message=f"run {run.run_id} failed: {detail.message}",
+                severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="run-failed", data={"runId": run.run_id},
+            ))
         old = set(self.runs.get(run.uri, {}))
         self.runs[run.uri] = targets
         self.publish(old | set(targets))
@@ -239,13 +247,13 @@ class Diagnostics:
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "flowtape_lsp.check", str(path), cwd=str(path.parent),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"), start_new_session=True,
             )
         except OSError:
             return None
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), CHECK_TIMEOUT)
+            out, err = await asyncio.wait_for(proc.communicate(), CHECK_TIMEOUT)
         except (TimeoutError, asyncio.CancelledError) as exc:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, 9)
@@ -253,9 +261,17 @@ class Diagnostics:
                 await proc.wait()
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            return None
+            return _unchecked(path, f"importing the flow took over {CHECK_TIMEOUT:g} s and was stopped: does it wait on something as it is imported?")
         try:
             data = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
         except (ValueError, IndexError):
-            return None
+            code = proc.returncode or 0
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            said = err.decode(errors="replace").strip().splitlines()[-1:]
+            return _unchecked(path, f"importing the flow ended its process: it {how}" + (f" ({said[0][:300]})" if said else ""))
         return data if isinstance(data, dict) else None
+
+
+def _unchecked(path: Path, message: str) -> dict[str, Any]:
+    """The checker's own report of a flow whose import never let it report (os._exit, a crash, a hang)."""
+    return {"errors": [{"file": str(path), "line": None, "message": message}], "workflows": []}

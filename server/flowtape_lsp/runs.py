@@ -60,6 +60,7 @@ class Run:
     stderr: bytes = b""
     stdout: bytes = b""  # the end of what `flowtape run --json` printed: an ErrorReport when it could not start
     error: str | None = None
+    error_detail: P.ErrorDetail | None = None  # as runFinished said it, for the diagnostics
     progress_token: str | None = None
     progress_begun: bool = False
     progress_ended: bool = False
@@ -431,6 +432,7 @@ class RunManager:
             report = _error_report(run.stdout) if run.index.header is None else None
             if report is not None and report.file:  # it could not start: the flow is at fault, here
                 detail.uri, detail.line = path_to_uri(report.file), report.line - 1 if report.line else None
+        run.error_detail = detail
         outputs = msgspec.json.decode(end.outputs) if end is not None and end.outputs else {}
         diverged = [divergence(d) for d in (end.replayStopped if end else run.index.diverged)]
         self.server.send(P.RUN_FINISHED, P.RunFinished(

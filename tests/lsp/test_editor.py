@@ -6,6 +6,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
 from conftest import GEN_FLOW
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
@@ -98,6 +99,11 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     redone = await col.finished(again["runId"])
     started = col.of("flowtape/runStarted", again["runId"])[0]
     assert started["resumedAtStep"] == done["steps"] and redone["status"] == "failed"
+    # a run of the flow that cannot even start replaces that error with its own, not with nothing
+    nope = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "nope"})
+    assert (await col.finished(nope["runId"]))["status"] == "failed"
+    (cannot,) = await diagnostics_for(client, uri_of(flow), lambda ds: any(nope["runId"] in d.message for d in ds))
+    assert cannot.code == "run-failed" and "nope" in cannot.message.split(" failed: ", 1)[1], cannot.message
 
 
 async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
@@ -247,3 +253,18 @@ async def test_an_actor_whose_firings_cannot_be_replayed_is_said_at_its_line(cli
     (info,) = diags
     assert info.severity == lsp.DiagnosticSeverity.Information and info.range.start.line == line_of(flow, "locky = Locky()")
     assert info.message == "3 firing(s) of locky cannot be replayed (locky.guard: a Lock cannot be saved): a resume runs them live"
+
+
+@pytest.mark.parametrize(("ending", "says"), [
+    ("import os\nos._exit(3)\n", "importing the flow ended its process: it exited with code 3"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "importing the flow ended its process: it was killed by signal 11"),
+])
+async def test_a_flow_whose_import_ends_the_process_is_still_an_error(
+    client: LanguageClient, workspace: Path, ending: str, says: str
+) -> None:
+    """The checker cannot report on a flow that ends its process as it is imported: the server says so itself."""
+    flow = write_flow(workspace, "ends.py", "from flowtape import workflow\n" + ending)
+    uri = uri_of(flow)
+    open_doc(client, flow)
+    (error,) = await diagnostics_for(client, uri, lambda ds: bool(ds))
+    assert error.code == "flow-error" and error.message.startswith(says) and error.range.start.line == 0
