@@ -32,6 +32,7 @@ TICK = 0.02  # how often a live tape is polled
 FLUSH_AGE = 0.05  # a batch of steps waits at most this long
 FLUSH_SIZE = 500  # ... or is sent once this many steps are pending
 DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
+NO_RUN_GRACE = 2.0  # a new directory in the runs dir with neither run.json nor a tape header this long is no run
 STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before SIGKILL
 STDERR_KEEP = 16 << 10
 PREINDEX = 3  # finished runs read in the background at startup, newest first ...
@@ -61,6 +62,7 @@ class Run:
     stdout: bytes = b""  # the end of what `flowtape run --json` printed: an ErrorReport when it could not start
     error: str | None = None
     error_detail: P.ErrorDetail | None = None  # as runFinished said it, for the diagnostics
+    junk: bool = False  # a directory of the runs dir that holds no run (no run.json, no readable tape): not listed
     progress_token: str | None = None
     progress_begun: bool = False
     progress_ended: bool = False
@@ -107,15 +109,17 @@ class RunManager:
             run = self._register(run_id, run_dir, live=False)
         if run is None:
             raise P.not_found(f"unknown run {run_id!r}: no such run in {self.runs_dir}")
+        if run.junk:
+            raise P.not_found(f"{run.run_dir} holds no run: no run.json and no readable tape")
         return run
 
     def listed(self) -> list[Run]:
         """The runs known, less those whose directory was deleted since."""
-        return [run for run in list(self.runs.values()) if not self._forget_if_gone(run)]
+        return [run for run in list(self.runs.values()) if not run.junk and not self._forget_if_gone(run)]
 
     def _forget_if_gone(self, run: Run) -> bool:
         """Drop a finished run whose tape was deleted (or moved) since; True if it was."""
-        if run.live or (run.run_dir / TAPE).is_file() or self._never_started(run):
+        if run.junk or run.live or (run.run_dir / TAPE).is_file() or self._never_started(run):
             return False
         self.runs.pop(run.run_id, None)
         return True
@@ -184,6 +188,9 @@ class RunManager:
     async def _note_dead(self, run: Run) -> None:
         """A run whose process died while no server watched: failed, as far as the editor is told."""
         await asyncio.to_thread(run.index.ingest_all)
+        if run.index.header is None and read_summary(run.run_dir) is None:
+            run.junk = True
+            return
         await self._close_dead_tape(run)
 
     async def _preindex(self) -> None:
@@ -329,6 +336,8 @@ class RunManager:
                 self._announce(run)
             end = index.end
             await self._finish(run, end.status if end is not None else ("stopped" if run.stopping else "failed"))
+        else:  # a directory that never became a run
+            run.junk, run.finished, run.live = True, True, False
 
     async def _process_gone(self, run: Run, now: float) -> bool:
         if run.proc is not None:
@@ -345,6 +354,9 @@ class RunManager:
             run.pid = summary.pid
         if run.pid is not None:
             return not _alive(run.pid)
+        if summary is None and run.index.header is None:  # a run writes both as it starts: this is no run
+            run.gone_since = run.gone_since or now
+            return now - run.gone_since > NO_RUN_GRACE
         # no pid known: gone once run.json says it finished and the tape still has no end a while later
         if summary is not None and summary.status != "running":
             run.gone_since = run.gone_since or now

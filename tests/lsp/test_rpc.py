@@ -276,3 +276,20 @@ def test_the_protocol_edges_of_other_clients(raw: Raw, tmp_path: Path) -> None:
     raw.send({"jsonrpc": "2.0", "method": "exit"})
     assert raw.proc.wait(10) == 0
     assert "Traceback" not in raw.close()
+
+
+def test_a_directory_of_the_runs_dir_that_holds_no_run_is_not_listed(raw: Raw, tmp_path: Path) -> None:
+    runs = tmp_path / ".flowtape" / "runs"
+    (runs / "20260101-000000-000000-bbbb").mkdir(parents=True)
+    (runs / "20260101-000000-000000-bbbb" / "tape.jsonl").write_text("garbage\n")  # there as the server starts
+    raw.initialize(tmp_path)
+    (runs / "20260101-000000-000000-aaaa").mkdir()  # and made while it runs
+    deadline = time.monotonic() + 15
+    listed = None
+    while listed != []:
+        assert time.monotonic() < deadline, listed
+        listed = [r["runId"] for r in raw.ask(len(raw.seen) + 100, "flowtape/runs")["result"]["runs"]]
+        time.sleep(0.2)
+    for junk in ("aaaa", "bbbb"):
+        code, message = error_of(raw.ask(f"s-{junk}", "flowtape/getSteps", params={"runId": f"20260101-000000-000000-{junk}"}))
+        assert code == -32001 and message.endswith("holds no run: no run.json and no readable tape"), message
