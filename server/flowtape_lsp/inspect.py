@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 from . import protocol as P
 from .runs import Run
 from .tapeindex import last_step_from_end
-from .workspace import uri_to_path
+from .workspace import creation_line, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -117,8 +117,26 @@ class Inspector:
         return await asyncio.to_thread(_view, latest, index.steps), path
 
 
-def _on_line(view: View, path: Path, line0: int) -> list[ActorView]:
-    return [a for a in view.actors if a.actor.line - 1 == line0 and a.actor.file and Path(a.actor.file).resolve() == path]
+def _by_line(view: View, path: Path, lines: list[str]) -> dict[int, list[ActorView]]:
+    """The actors created in file `path`, by the line that creates them in its text `lines` now."""
+    by_line: dict[int, list[ActorView]] = {}
+    for a in view.actors:
+        if a.actor.file and Path(a.actor.file).resolve() == path:
+            line0 = creation_line(lines, a.actor)
+            if line0 is not None:
+                by_line.setdefault(line0, []).append(a)
+    return by_line
+
+
+def _lines(server: FlowtapeServer, uri: str, path: Path) -> list[str]:
+    """The file's text as the editor holds it (unsaved edits included), else as saved."""
+    try:
+        return list(server.workspace.get_text_document(uri).lines)
+    except Exception:  # noqa: BLE001 - not open: as saved
+        try:
+            return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
 
 
 def register(server: FlowtapeServer) -> None:
@@ -144,7 +162,7 @@ def register(server: FlowtapeServer) -> None:
         if found is None:
             return None
         view, path = found
-        actors = _on_line(view, path, params.position.line)
+        actors = _by_line(view, path, _lines(server, params.text_document.uri, path)).get(params.position.line)
         if not actors:
             return None
         parts = [f"**Flowtape** · run `{view.run_id}` · step {view.step} of {view.total}", ""]
@@ -162,14 +180,8 @@ def register(server: FlowtapeServer) -> None:
         if found is None:
             return []
         view, path = found
-        try:
-            lines = server.workspace.get_text_document(params.text_document.uri).lines
-        except Exception:  # noqa: BLE001
-            return []
-        by_line: dict[int, list[ActorView]] = {}
-        for a in view.actors:
-            if a.actor.file and Path(a.actor.file).resolve() == path:
-                by_line.setdefault(a.actor.line - 1, []).append(a)
+        lines = _lines(server, params.text_document.uri, path)
+        by_line = _by_line(view, path, lines)
         hints: list[lsp.InlayHint] = []
         first, last = params.range.start.line, params.range.end.line
         for line0, actors in sorted(by_line.items()):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 from flowtape.tape import ActorInfo, Header
@@ -147,6 +148,23 @@ class Locator:
 
 def line_range(line0: int, length: int = 0) -> P.Range:
     return P.Range(start=P.Position(line=line0, character=0), end=P.Position(line=line0, character=length))
+
+
+def creation_line(lines: list[str], actor: ActorInfo) -> int | None:
+    """The line (0-based) of `lines`, a file's text as it is now, that creates `actor`: its
+    recorded line while that still assigns the actor's name, else the nearest line that does (the
+    text moved since the run, saved or not). An actor named otherwise than by a plain assignment
+    (its class name, an item of a list) stays on its recorded line; None when that is gone."""
+    recorded = actor.line - 1
+    name = actor.path.rsplit("/", 1)[-1]
+    names = {name, re.sub(r"_[0-9]+$", "", name)}  # `drafts_0` is an item of `drafts = [...]`
+    alternatives = "|".join(re.escape(n) for n in sorted(names))
+    assigns = re.compile(rf"\s*(?:{alternatives})\s*(?::[^=]*)?=(?!=)|\s*(?:async\s+)?with\s.*\bas\s+(?:{alternatives})\b")
+    for distance in range(len(lines) + 1):
+        for line0 in (recorded - distance, recorded + distance) if distance else (recorded,):
+            if 0 <= line0 < len(lines) and assigns.match(lines[line0]):
+                return line0
+    return recorded if 0 <= recorded < len(lines) else None
 
 
 def find_actor(header: Header, path: str) -> ActorInfo | None:

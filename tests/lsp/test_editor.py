@@ -198,6 +198,18 @@ async def test_step_detail_hover_and_inlay_hints_follow_the_selected_step(client
     ))
     assert none is None
 
+    # three lines typed at the top, not saved: hints and hover follow the actors to their new lines
+    change_doc(client, flow, "# a\n# b\n# c\n" + flow.read_text(), version=2)
+    hints = await client.text_document_inlay_hint_async(lsp.InlayHintParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), range=lsp.Range(lsp.Position(0, 0), lsp.Position(200, 0)),
+    ))
+    moved = {h.position.line: h.label for h in hints}
+    assert "×2" in moved[line + 3] and "×2" not in str(moved.get(line, ""))
+    hover = await client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line + 3, 8),
+    ))
+    assert hover is not None and "fired 2 times" in hover.contents.value
+
 
 async def test_step_detail_is_fast_on_a_long_tape(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "long.py", count_flow(20_000))
