@@ -101,6 +101,13 @@ def test_runs_lists_newest_first(cli):
     listed = {line.split()[0]: line for line in out.splitlines()}
     assert sorted(listed) == ["bare", "first", "kept", "second"]
     assert all("unknown" in listed[name] and "15 steps" in listed[name] for name in ("bare", "kept"))
+    # a pid no process can have (run.json edited by hand) is a process that is gone, not a crash
+    for pid in (2**32, 0, -1):
+        summary = json.loads(Path("runs/second/run.json").read_text())
+        Path("runs/second/run.json").write_text(json.dumps({**summary, "status": "running", "pid": pid}))
+        code, out, err = cli("runs")
+        assert code == 0 and err == "" and "second" in out
+        assert cli("run", CHAIN, "--resume-from", "second", "--at-step", "3", "--run-id", f"from-{pid}")[0] == 0
 
 
 def test_show_lists_the_steps_and_the_end(cli):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from flowtape.loader import load_module
-from flowtape.rundir import read_summary
+from flowtape.rundir import read_summary, write_summary
 from flowtape.runner import execute
 from flowtape.tape import End, Firing, Step, read_tape
 from flowtape.verify import verify
@@ -130,6 +130,10 @@ def test_a_torn_last_line_is_tolerated_with_a_warning(chain, tmp_path, capsys):
     # cut the run as if the writer died in the middle of writing its 30th record
     cut = b"".join(lines[:29]) + lines[29][: len(lines[29]) // 2]
     path.write_bytes(cut)
+    summary = read_summary(result.run_dir)  # as a killed run left it: still running, by no process
+    assert summary is not None
+    summary.status, summary.pid, summary.tape = "running", None, None
+    write_summary(result.run_dir, summary)
     capsys.readouterr()
     tape, rebuild = verify(path)
     assert tape.torn and len(tape.lines) == 29

@@ -460,6 +460,15 @@ def test_a_finished_run_cut_short_and_bytes_after_the_end_are_refused(run, capsy
     assert cli_main(["verify", str(run.parent)]) == 1
     err = capsys.readouterr().err
     assert "run.json says the run succeeded after 20 steps (the tape holds 19): it was cut short" in err
+    # stepping through it or resuming it would tell another run than the one that ended: refused too
+    assert cli_main(["show", str(run.parent), "--step", "5"]) == 1
+    assert "it was cut short" in capsys.readouterr().err
+    assert cli_main(["show", str(run.parent)]) == 1
+    assert "it was cut short" in capsys.readouterr().err
+    resumed = ["run", str(FLOWS / "chain.py"), "--runs-dir", str(run.parent.parent), "--resume-from", "good"]
+    assert cli_main([*resumed, "--at-step", "5"]) == 2
+    assert "cannot resume from" in (err := capsys.readouterr().err) and "it was cut short" in err
+    assert [p.name for p in run.parent.parent.iterdir()] == ["good"]  # no run was started
     run.write_bytes(b"".join(line + b"\n" for line in lines) + b"\x00" * 64)  # no newline: not a torn write
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")

@@ -20,7 +20,16 @@ from . import __version__
 from .errors import ErrorReport, FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
 from .ports import is_resource
 from .progress import Checking
-from .rundir import DEFAULT_RUNS_DIR, TAPE, RunSummary, list_runs, read_summary, resolve_run, still_running
+from .rundir import (
+    DEFAULT_RUNS_DIR,
+    TAPE,
+    RunSummary,
+    check_not_cut_short,
+    list_runs,
+    read_summary,
+    resolve_run,
+    still_running,
+)
 from .runner import MAX_WORKERS
 from .seek import last_step_number
 from .tape import FORMAT_VERSION, Tape
@@ -308,12 +317,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with _checking() as progress:
         tape, rebuild = verify(run_dir / "tape.jsonl", progress=progress)
     summary = read_summary(run_dir)
-    if rebuild.ended is None and summary is not None and summary.status != "running":
-        # the tape holds together, but its run ended: its end (and maybe more) was cut off
-        raise TraceCorruption(
-            f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
-            f"(the tape holds {rebuild.step}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
-        )
+    check_not_cut_short(summary, tape, rebuild.step)
     if summary is not None:
         _check_summary(summary, tape)
     status = rebuild.ended.status if rebuild.ended else "no end record"

@@ -16,7 +16,7 @@ from msgspec import Raw
 from . import trust
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
-from .rundir import TAPE, read_summary, still_running
+from .rundir import TAPE, check_not_cut_short, read_summary, still_running
 from .seek import restore
 from .tape import (
     ActorInfo,
@@ -281,6 +281,7 @@ def _verified_plan(
         header = tape.header
         check_header(header)
         check_chain(tape)
+        check_not_cut_short(read_summary(run_dir), tape, sum(isinstance(line.record, Step) for line in tape.lines))
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
     steps = [line.record for line in tape.lines if isinstance(line.record, Step)]

@@ -10,8 +10,8 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
-from .errors import UsageError
-from .tape import Diverged, ErrorInfo, Header, decode_record
+from .errors import TraceCorruption, UsageError
+from .tape import Diverged, ErrorInfo, Header, Tape, decode_record
 from .trust import TapeSeal
 
 TAPE = "tape.jsonl"
@@ -98,11 +98,11 @@ def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
 
 def process_alive(pid: int | None) -> bool:
     """Whether a run's process (by the pid in its run.json) still runs on this machine."""
-    if pid is None:
+    if pid is None or not 0 < pid < 2**31:  # 0 and -1 would signal groups; a hand-edited pid, say
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
@@ -128,6 +128,16 @@ def still_running(summary: RunSummary) -> bool:
         return began <= dt.datetime.fromisoformat(summary.startedAt).timestamp() + 2  # (btime is whole seconds)
     except (OSError, ValueError, IndexError, StopIteration):
         return True  # no /proc to tell: the pid alone
+
+
+def check_not_cut_short(summary: RunSummary | None, tape: Tape, steps: int) -> None:
+    """A tape that holds together but lacks the end record of a run its run.json says ended was
+    cut short (truncated, or its tail lost): stepping or resuming it would tell another run."""
+    if tape.end is None and summary is not None and summary.status != "running":
+        raise TraceCorruption(
+            f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
+            f"(the tape holds {steps}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
+        )
 
 
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunSummary]]:
