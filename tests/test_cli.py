@@ -331,6 +331,13 @@ def test_what_a_tape_says_is_shown_not_obeyed_by_the_terminal(cli, tmp_path):
     code, out, _ = cli("runs")
     assert code == 0 and "\x1b" not in out and "\r" not in out
     assert "main\\x1b]0;owned\\x07\\x0dFAKE" in out
+    # a line break would print a run that is not there, a bidi override would reorder what is shown
+    summary["workflow"] = "main\nfake  main  succeeded  9 steps"
+    summary["startedAt"] = "\u202e2026"
+    summary_path.write_text(json.dumps(summary))
+    code, out, _ = cli("runs")
+    assert code == 0 and out.count("\n") == 1 and "\u202e" not in out
+    assert "main\\nfake" in out and "\\u202e2026" in out
 
 
 def test_an_input_declared_str_takes_the_text_as_it_is(cli, tmp_path):

@@ -194,8 +194,12 @@ def _plain(x: Any) -> Any:
 
 
 # what a tape or run.json says is printed with its control characters shown, not obeyed: a tape
-# from elsewhere must not retitle the terminal or rewrite the lines above
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(9), *range(11, 32), 127, *range(0x80, 0xA0))}
+# from elsewhere must not retitle the terminal, rewrite the lines above, or reorder what a line
+# shows with bidirectional overrides (the "Trojan Source" trick)
+_CONTROLS = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (*range(9), *range(11, 32), 127, *range(0x80, 0xA0), 0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A))
+}
 
 
 def _say(text: str) -> None:
@@ -263,7 +267,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         s, name = run.summary, Path(run.dir).name
         origin = f"  resumed from {s.resumedFrom} @ step {s.resumedAtStep}" if s.resumedFrom else ""
         copied = f"  (a copy of run {s.id})" if name != s.id else ""  # the name is what `show` takes
-        _say(f"{name}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}{copied}")
+        row = f"{name}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}{copied}"
+        _say(row.replace("\n", "\\n"))  # one run, one line
     return EXIT_OK
 
 
@@ -321,7 +326,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if summary is not None:
         _check_summary(summary, tape)
     status = rebuild.ended.status if rebuild.ended else "no end record"
-    print(f"ok: {run_dir} · {rebuild.seq} firings · {rebuild.step} steps · {status}")
+    _say(f"ok: {run_dir} · {rebuild.seq} firings · {rebuild.step} steps · {status}")
     return EXIT_OK
 
 
