@@ -580,3 +580,17 @@ def test_a_resume_of_an_edited_graph_is_refused_and_of_another_file_names_the_re
     assert code == 2 and err == "flowtape: cannot resume: the flow's graph changed since run r1: actor 'c' was renamed 'd'\n", err
     code, err = flowtape("run", CHAIN, "--resume-from", "r1")
     assert code == 2 and err.startswith(f"flowtape: cannot resume: the flow's graph changed since run r1, which ran {flow}: ")
+
+
+def test_a_folder_here_named_like_a_run_id_is_not_taken_for_that_run_silently(cli):
+    import shutil
+
+    cli("run", CHAIN, "--run-id", "r1")
+    cli("run", CHAIN, "--run-id", "r2")
+    shutil.copytree("runs/r2", "r1")  # ./r1 holds another run than runs/r1
+    code, out, err = cli("show", "r1")
+    assert code == 2 and out == ""
+    assert "'r1' is both a run directory here and a run id in" in err and "say ./r1" in err
+    assert cli("show", "./r1")[1].startswith("run r2 ")
+    assert cli("show", "runs/r1")[1].startswith("run r1 ")
+    assert cli("show", "r2")[0] == 0  # only a run id: as before

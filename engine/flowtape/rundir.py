@@ -86,13 +86,19 @@ def summary_from_tape(run_dir: Path) -> RunSummary | None:
 def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
     """A run directory, given its path or its id (looked up in the runs directory)."""
     path = Path(ref)
+    base = runs_dir or DEFAULT_RUNS_DIR
+    by_id = base / str(ref) if valid_run_id(str(ref)) and (base / str(ref) / TAPE).is_file() else None
     if (path / TAPE).is_file():
+        if by_id is not None and not path.samefile(by_id):  # `r1` is both a folder here and a run id
+            raise UsageError(
+                f"{str(ref)!r} is both a run directory here and a run id in {base}: "
+                f"say ./{ref} for the directory, or {by_id} for the run"
+            )
         return path
     if path.name == TAPE and path.is_file():
         return path.parent
-    base = runs_dir or DEFAULT_RUNS_DIR
-    if valid_run_id(str(ref)) and (base / str(ref) / TAPE).is_file():
-        return base / str(ref)
+    if by_id is not None:
+        return by_id
     raise UsageError(f"no run {str(ref)!r}: not a run directory, and no such run id in {base}")
 
 
