@@ -594,3 +594,18 @@ def test_a_folder_here_named_like_a_run_id_is_not_taken_for_that_run_silently(cl
     assert cli("show", "./r1")[1].startswith("run r2 ")
     assert cli("show", "runs/r1")[1].startswith("run r1 ")
     assert cli("show", "r2")[0] == 0  # only a run id: as before
+
+
+def test_a_resume_runs_the_workflow_the_run_ran(cli, write_flow):
+    flow = write_flow(FAILS_AT_3 + '''
+    @workflow
+    def other():
+        c = Count()
+        connect(c.Out, "Out")
+''')
+    assert cli("run", str(flow), "--workflow", "other", "--run-id", "o")[0] == 1  # fails at 3, as main would
+    code, _, err = cli("run", str(flow), "--resume-from", "o", "--at-step", "2", "--run-id", "o2")
+    assert code == 1 and "replay stopped" not in err and "three" in err
+    assert json.loads(Path("runs/o2/run.json").read_text())["workflow"] == "other"
+    code, _, err = cli("run", str(flow), "--workflow", "main", "--resume-from", "o")
+    assert code == 2 and "run o ran workflow 'other', not 'main'" in err

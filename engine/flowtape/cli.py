@@ -29,6 +29,7 @@ from .rundir import (
     read_summary,
     resolve_run,
     still_running,
+    summary_from_tape,
 )
 from .runner import MAX_WORKERS
 from .seek import last_step_number
@@ -91,6 +92,16 @@ def _say_which_workflow(args: argparse.Namespace, name: str) -> None:
                   f"--workflow picks another: {', '.join(others)}", file=sys.stderr)
 
 
+def _recorded_workflow(args: argparse.Namespace) -> str | None:
+    """The workflow the run to resume ran, as its tape's header says; None when it cannot be told
+    (the resume itself then says why it cannot go on)."""
+    try:
+        summary = summary_from_tape(resolve_run(args.resume_from, _runs_dir(args)))
+    except UsageError:
+        return None
+    return summary.workflow if summary is not None else None
+
+
 def _runs_dir(args: argparse.Namespace) -> Path:
     return Path(args.runs_dir) if getattr(args, "runs_dir", None) else DEFAULT_RUNS_DIR
 
@@ -100,6 +111,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .progress import Progress
     from .runner import execute
 
+    if args.resume_from is not None and args.workflow is None:
+        args.workflow = _recorded_workflow(args)  # a resume runs the workflow the run ran
     flow = load_flow(args.flow, args.workflow)
     _say_which_workflow(args, flow.name)
     given = [_parse_input(i, flow.inputs) for i in args.input]
