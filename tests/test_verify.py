@@ -469,6 +469,9 @@ def test_a_finished_run_cut_short_and_bytes_after_the_end_are_refused(run, capsy
     assert cli_main([*resumed, "--at-step", "5"]) == 2
     assert "cannot resume from" in (err := capsys.readouterr().err) and "it was cut short" in err
     assert [p.name for p in run.parent.parent.iterdir()] == ["good"]  # no run was started
+    run.write_bytes(b"\n".join(lines))  # only the end record's newline lost: the whole run, no warning
+    assert cli_main(["verify", str(run.parent)]) == 0 and "torn" not in capsys.readouterr().err
+    assert cli_main(["show", str(run.parent), "--step", "20"]) == 0
     run.write_bytes(b"".join(line + b"\n" for line in lines) + b"\x00" * 64)  # no newline: not a torn write
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")

@@ -440,6 +440,13 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
         return _read_tape(path, warn)
 
 
+def _is_end(raw: bytes) -> bool:
+    try:
+        return isinstance(_decoder.decode(raw), End)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+
+
 def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     """Read every complete record. A torn last line (a crash mid-write) is dropped with a warning;
     anything unreadable before it is corruption."""
@@ -453,7 +460,8 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     elif raw_lines:
-        torn = True  # no newline: the writer died mid-line
+        torn = not _is_end(raw_lines[-1])  # no newline: the writer died mid-line, unless it is a
+        # whole end record whose newline alone was lost (an editor or a copy dropped it)
     if torn:
         raw_lines.pop()
     try:  # one C call for the whole tape; line by line only to name a bad line
