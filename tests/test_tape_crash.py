@@ -3,6 +3,7 @@ SIGTERM stops a run cleanly with an end record."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from flowtape.loader import load_module
-from flowtape.rundir import read_summary, write_summary
+from flowtape.rundir import RunSummary, now_iso, read_summary, write_summary
 from flowtape.runner import execute
 from flowtape.tape import End, Firing, Step, read_tape
 from flowtape.verify import verify
@@ -189,3 +190,22 @@ def test_every_prefix_of_a_tape_verifies_and_resumes(flow_name, workers, tmp_pat
         expected = sum(1 for s in tape.steps() if s.actor != "moody")
         assert sum(1 for s in new.steps() if s.replayed) == expected, count
         verify(resumed.run_dir / "tape.jsonl")
+
+
+def test_a_run_json_the_disk_cannot_hold_leaves_the_last_one_and_no_half_file(tmp_path, monkeypatch):
+    summary = RunSummary("r", "main", "flow.py", "running", now_iso())
+    write_summary(tmp_path, summary)
+    real = Path.write_bytes
+
+    def disk_full(self: Path, data: bytes) -> int:
+        real(self, data[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", disk_full)
+    summary.status = "succeeded"
+    with pytest.raises(OSError):
+        write_summary(tmp_path, summary)
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    kept = read_summary(tmp_path)
+    assert kept is not None and kept.status == "running"

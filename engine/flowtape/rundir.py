@@ -58,8 +58,12 @@ def valid_run_id(run_id: str) -> bool:
 
 def write_summary(run_dir: Path, summary: RunSummary) -> None:
     tmp = run_dir / f".{SUMMARY}.{os.getpid()}.tmp"
-    tmp.write_bytes(msgspec.json.format(_enc.encode(summary), indent=2))
-    os.replace(tmp, run_dir / SUMMARY)
+    try:
+        tmp.write_bytes(msgspec.json.format(_enc.encode(summary), indent=2))
+        os.replace(tmp, run_dir / SUMMARY)
+    except OSError:  # a full disk, say: the last run.json stands, and no half-written file is left
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_summary(run_dir: Path) -> RunSummary | None:
