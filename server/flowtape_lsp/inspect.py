@@ -91,6 +91,14 @@ class Inspector:
         self._views[run.uri] = view
         self.server.refresh_views()
 
+    def on_run_finished(self, run: Run) -> None:
+        """A newer run of a flow takes over its hovers and hints from a step selected in an older
+        one, as a debugger's new session does (the stepper selects again to go back)."""
+        selected = self.selected.get(run.uri)
+        if selected is not None and selected[0] != run.run_id:
+            del self.selected[run.uri]
+            self._views.pop(run.uri, None)
+
     async def view_for(self, uri: str) -> tuple[View, Path] | None:
         """The view of the actors created in file `uri`: the selection of a flow that has actors there,
         else the latest finished run of such a flow."""
@@ -142,6 +150,7 @@ def _lines(server: FlowtapeServer, uri: str, path: Path) -> list[str]:
 def register(server: FlowtapeServer) -> None:
     inspector = Inspector(server)
     server.inspector = inspector  # type: ignore[attr-defined]
+    server.manager.listeners.insert(0, inspector.on_run_finished)  # before the views are refreshed
 
     @server.feature(P.SELECT_STEP)
     async def select_step(params: Any) -> None:

@@ -209,6 +209,17 @@ async def test_step_detail_hover_and_inlay_hints_follow_the_selected_step(client
         text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line + 3, 8),
     ))
     assert hover is not None and "fired 2 times" in hover.contents.value
+    # a newer run of the flow takes over from the step selected in the older one
+    again = await command(client, "flowtape.run", {"uri": uri})
+    await col.finished(again["runId"])
+    for _ in range(100):
+        hover = await client.text_document_hover_async(lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line + 3, 8),
+        ))
+        if hover is not None and again["runId"] in hover.contents.value:
+            break
+        await asyncio.sleep(0.02)
+    assert hover is not None and f"run `{again['runId']}`" in hover.contents.value and "fired 4 times" in hover.contents.value
 
 
 async def test_step_detail_is_fast_on_a_long_tape(client: LanguageClient, workspace: Path) -> None:
