@@ -18,6 +18,7 @@ from flowtape.runner import execute
 from flowtape.tape import (
     COVERED_LINES,
     FORMAT_VERSION,
+    Diverged,
     Firing,
     Step,
     StepFiller,
@@ -127,6 +128,12 @@ def test_a_forged_firing_is_detected(run):
     assert exc.line == end + 1
     assert exc.rule == "nothing is taken that was never put"
     assert "total" in str(exc) and "add.Out->total.In" in str(exc)
+
+    # re-sealed: a replay that stopped, in a run that is no resume
+    fake = encode_record(Diverged(actor="total", fireCount=1, reason="inputs-differ", step=3))
+    write(run, reseal(lines[:end] + [fake] + lines[end:]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (end + 1, "divergences only in resumed runs")
 
     # re-sealed: a firing of an actor the flow does not have
     fake = encode_record(Firing(seq=21, actor="ghost", fireCount=1))
@@ -492,6 +499,17 @@ def test_a_header_must_hold_together(run):
     write(run, reseal([json.dumps(header, separators=(",", ":")).encode(), *lines[1:]]))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (1, "a well-formed header") and "inputs" in str(exc)
+    for field, value, said in [
+        ("maxWorkers", -4, "maxWorkers -4"), ("maxWorkers", 10**6, "maxWorkers 1000000"),
+        ("resumedFrom", "other", "resumedFrom 'other' at step None"), ("resumedAtStep", -1, "at step -1"),
+        ("runId", "../../etc", "no run id"),
+    ]:
+        header = json.loads(lines[0])
+        header[field] = value
+        header.pop("h")
+        write(run, reseal([json.dumps(header, separators=(",", ":")).encode(), *lines[1:]]))
+        exc = corrupt(run)
+        assert (exc.line, exc.rule) == (1, "a well-formed header") and said in str(exc), (field, str(exc))
 
 
 def tape_of_header(lines: list[bytes]):  # type: ignore[no-untyped-def]

@@ -35,13 +35,12 @@ from .rundir import (
 )
 from .scheduler import Engine, error_info, final_state
 from .state import big_parameters_changed
-from .tape import FORMAT_VERSION, Diverged, End, ErrorInfo, Header, graph_fingerprint
+from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, End, ErrorInfo, Header, graph_fingerprint
 from .values import NotEncodable, decode, encode, preview
 from .verify import outputs_bytes
 from .writer import TapeWriter
 
 STOP_GRACE = 10.0
-MAX_WORKERS = 256  # threads, each started up front: a bound that a typo (1e9) cannot get past
 
 
 @dataclass

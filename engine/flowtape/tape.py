@@ -50,6 +50,9 @@ class ActorInfo(msgspec.Struct, omit_defaults=True):
     classLine: int = 0
 
 
+MAX_WORKERS = 256  # threads, each started up front: a bound that a typo (1e9) cannot get past
+
+
 class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
     version: int
     runId: str

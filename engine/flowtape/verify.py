@@ -12,8 +12,10 @@ import msgspec
 from msgspec import Raw
 
 from .errors import TraceCorruption
+from .rundir import valid_run_id
 from .tape import (
     END_STATUSES,
+    MAX_WORKERS,
     READABLE_VERSIONS,
     Chain,
     Checkpoint,
@@ -100,6 +102,8 @@ class Rebuild:
             if self.full_checks:
                 self._check_checkpoint(record, n)
         elif isinstance(record, Diverged):
+            if self.header.resumedFrom is None:
+                raise TraceCorruption("a replay that stopped in a run that replays nothing", n, "divergences only in resumed runs")
             self.diverged.append(record)
         elif isinstance(record, End):
             self._end(record, n)
@@ -336,6 +340,15 @@ def seeded(header: Header) -> list[tuple[int, bytes]]:
     for index, qid in enumerate(header.queues):
         if qid.startswith("$.") and "->" in qid and qid[2 : qid.index("->")] in inputs:
             found.append((index, bytes(inputs[qid[2 : qid.index("->")]])))
+    if not valid_run_id(header.runId):
+        raise TraceCorruption(f"the header's run id {header.runId!r} is no run id", 1, "a well-formed header")
+    if not 0 <= header.maxWorkers <= MAX_WORKERS:  # (0: a tape from before it was recorded)
+        raise TraceCorruption(f"the header's maxWorkers {header.maxWorkers} is not from 1 to {MAX_WORKERS}", 1, "a well-formed header")
+    if (header.resumedFrom is None) != (header.resumedAtStep is None) or (header.resumedAtStep or 0) < 0:
+        raise TraceCorruption(
+            f"the header says resumedFrom {header.resumedFrom!r} at step {header.resumedAtStep!r}: a resumed run has both, "
+            "the step 0 or more; a fresh run neither", 1, "a well-formed header",
+        )
     queues = header.queues
     for port, index in header.seededOutputs:
         if port in inputs and 0 <= index < len(queues) and queues[index].startswith("$.") and "->" not in queues[index]:
@@ -368,6 +381,15 @@ def check_header(header: Header) -> None:
         raise TraceCorruption("the header's inputs are not an object of input ports", 1, "a well-formed header") from None
     if header.graph != graph_fingerprint(header.actors, header.queues):
         raise TraceCorruption("the header's graph fingerprint is not that of its actors and queues", 1, "a well-formed header")
+    if not valid_run_id(header.runId):
+        raise TraceCorruption(f"the header's run id {header.runId!r} is no run id", 1, "a well-formed header")
+    if not 0 <= header.maxWorkers <= MAX_WORKERS:  # (0: a tape from before it was recorded)
+        raise TraceCorruption(f"the header's maxWorkers {header.maxWorkers} is not from 1 to {MAX_WORKERS}", 1, "a well-formed header")
+    if (header.resumedFrom is None) != (header.resumedAtStep is None) or (header.resumedAtStep or 0) < 0:
+        raise TraceCorruption(
+            f"the header says resumedFrom {header.resumedFrom!r} at step {header.resumedAtStep!r}: a resumed run has both, "
+            "the step 0 or more; a fresh run neither", 1, "a well-formed header",
+        )
     queues = header.queues
     for port, index in header.seededOutputs:
         if not (0 <= index < len(queues) and queues[index] == f"$.{queues[index][2:]}" and "->" not in queues[index]):
