@@ -527,6 +527,9 @@ def test_show_records_prints_every_record_whole_and_named_in_full(cli, tmp_path)
     assert (last["actor"], last["kind"], last["fireCount"], last["journalSeq"]) == ("collect", "task", 300, 600)
     assert last["file"] == str(growing.resolve()) and last["line"] > 0
     assert {q["queue"] for q in last["queues"]} == {"numbers.Out->collect.In", "$.Count"}
+    final = records[-1]["final"]  # the end's picture of the run names its queues too
+    assert final["lastTaken"] == [{"queue": "numbers.Out->collect.In", "tokens": [300]}]
+    assert ["collect", 300] in final["fireCounts"] and "h" not in records[-1]
 
 
 def test_show_records_of_a_nested_workflow_and_its_errors(cli, tmp_path):

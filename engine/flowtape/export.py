@@ -10,7 +10,7 @@ import msgspec
 from msgspec import Raw
 
 from .show import StepLine, Tokens
-from .tape import Diverged, End, Firing, Header, Step, Tape, resolve_state
+from .tape import Diverged, End, Final, Firing, Header, Step, Tape, resolve_state
 
 
 class Consumed(msgspec.Struct):
@@ -43,6 +43,19 @@ class StepRecord(StepLine, tag="step", tag_field="t"):
     line: int
 
 
+class FinalRecord(msgspec.Struct):
+    """An end record's `final`, its queues named."""
+
+    queues: list[Tokens]
+    states: list[tuple[str, Raw]]
+    fireCounts: list[tuple[str, int]]
+    lastTaken: list[Tokens]
+
+
+class EndRecord(End, tag="end", tag_field="t", omit_defaults=True):
+    final: FinalRecord | None = None  # type: ignore[assignment]  # (the tape's Final, queues named)
+
+
 def full_records(tape: Tape) -> Iterator[msgspec.Struct]:
     """The tape's records in order, whole; checkpoints (an index for resumes, nothing happened)
     are left out, and so are the hashes (`flowtape verify` checks them)."""
@@ -65,5 +78,16 @@ def full_records(tape: Tape) -> Iterator[msgspec.Struct]:
                 record.at, record.dur, [QueueSize(names[i], size) for i, size in record.queues],
                 files.get(record.actor, ""), record.line,
             )
-        elif isinstance(record, (Header, End, Diverged)):
+        elif isinstance(record, End):
+            yield EndRecord(**{**msgspec.structs.asdict(record), "h": "", "final": _final(record.final, names)})
+        elif isinstance(record, (Header, Diverged)):
             yield msgspec.structs.replace(record, h="")
+
+
+def _final(final: Final | None, names: list[str]) -> FinalRecord | None:
+    if final is None:
+        return None
+    return FinalRecord(
+        [Tokens(names[i], tokens) for i, tokens in final.queues], final.states, final.fireCounts,
+        [Tokens(names[i], tokens) for i, tokens in final.lastTaken],
+    )
