@@ -340,15 +340,6 @@ def seeded(header: Header) -> list[tuple[int, bytes]]:
     for index, qid in enumerate(header.queues):
         if qid.startswith("$.") and "->" in qid and qid[2 : qid.index("->")] in inputs:
             found.append((index, bytes(inputs[qid[2 : qid.index("->")]])))
-    if not valid_run_id(header.runId):
-        raise TraceCorruption(f"the header's run id {header.runId!r} is no run id", 1, "a well-formed header")
-    if not 0 <= header.maxWorkers <= MAX_WORKERS:  # (0: a tape from before it was recorded)
-        raise TraceCorruption(f"the header's maxWorkers {header.maxWorkers} is not from 1 to {MAX_WORKERS}", 1, "a well-formed header")
-    if (header.resumedFrom is None) != (header.resumedAtStep is None) or (header.resumedAtStep or 0) < 0:
-        raise TraceCorruption(
-            f"the header says resumedFrom {header.resumedFrom!r} at step {header.resumedAtStep!r}: a resumed run has both, "
-            "the step 0 or more; a fresh run neither", 1, "a well-formed header",
-        )
     queues = header.queues
     for port, index in header.seededOutputs:
         if port in inputs and 0 <= index < len(queues) and queues[index].startswith("$.") and "->" not in queues[index]:
