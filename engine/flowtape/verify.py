@@ -358,8 +358,9 @@ def outputs_bytes(outputs: dict[str, list[Raw]]) -> bytes:
 
 
 def check_header(header: Header) -> None:
-    """The header's format version is one this Flowtape reads, its inputs are an object, and its
-    graph fingerprint is that of its actors and queues."""
+    """The header's format version is one this Flowtape reads, its inputs are an object, its
+    graph fingerprint is that of its actors and queues, and its run id, worker count and resume
+    origin are ones a run can have."""
     if header.version not in READABLE_VERSIONS:
         *earlier, last = (str(v) for v in READABLE_VERSIONS)
         known = f"{', '.join(earlier)} and {last}" if earlier else last
