@@ -24,7 +24,6 @@ from .rundir import (
     DEFAULT_RUNS_DIR,
     TAPE,
     RunSummary,
-    check_not_cut_short,
     list_runs,
     read_summary,
     resolve_run,
@@ -329,13 +328,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .verify import verify
+    from .verify import verify_run
 
     run_dir = resolve_run(args.run, _runs_dir(args))
     with _checking() as progress:
-        tape, rebuild = verify(run_dir / "tape.jsonl", progress=progress)
+        tape, rebuild = verify_run(run_dir, progress=progress)
     summary = read_summary(run_dir)
-    check_not_cut_short(summary, tape, rebuild.step)
     if summary is not None:
         _check_summary(summary, tape)
     status = rebuild.ended.status if rebuild.ended else "no end record"

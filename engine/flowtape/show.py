@@ -11,11 +11,11 @@ from msgspec import Raw
 
 from . import trust
 from .errors import UsageError
-from .rundir import TAPE, check_not_cut_short, read_summary
+from .rundir import TAPE, read_summary
 from .seek import at_step_from_checkpoints, walk_to_step
 from .tape import End, Firing, Header, Step, Tape, decode_record
 from .values import preview_json
-from .verify import Rebuild, verify
+from .verify import Rebuild, verify_run
 
 
 class Tokens(msgspec.Struct):
@@ -167,6 +167,5 @@ def run_detail(tape: Tape) -> RunDetail:
 
 
 def load(run_dir: Path, progress: Callable[[int, int], None] | None = None) -> Tape:
-    tape, rebuild = verify(run_dir / TAPE, progress=progress)
-    check_not_cut_short(read_summary(run_dir), tape, rebuild.step)
+    tape, _ = verify_run(run_dir, progress=progress)
     return tape

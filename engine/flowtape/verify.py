@@ -11,8 +11,9 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
+from . import trust
 from .errors import TraceCorruption
-from .rundir import valid_run_id
+from .rundir import TAPE, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
     END_STATUSES,
     MAX_WORKERS,
@@ -436,3 +437,20 @@ def verify(path: Path | str, warn: bool = True, progress: Callable[[int, int], N
             for line in lines[start : start + PROGRESS_EVERY]:
                 rebuild.apply(line)
     return tape, rebuild
+
+
+def verify_run(run_dir: Path, warn: bool = True, progress: Callable[[int, int], None] | None = None) -> tuple[Tape, Rebuild]:
+    """`verify` a run directory's tape, and hold it to its run.json's word that the run ended (a
+    tape cut short, see check_not_cut_short): what show, resume and the language server rely on."""
+    tape, rebuild = verify(run_dir / TAPE, warn=warn, progress=progress)
+    check_not_cut_short(read_summary(run_dir), tape, rebuild.step)
+    return tape, rebuild
+
+
+def check_run(run_dir: Path) -> None:
+    """Raise TraceCorruption unless the run's tape is sound: byte for byte the one its writer
+    sealed on this machine (trust.py: no second look), or one that verifies in full."""
+    summary = read_summary(run_dir)
+    if summary is not None and summary.tape is not None and trust.file_sealed(run_dir / TAPE, summary.tape):
+        return
+    verify_run(run_dir, warn=False)

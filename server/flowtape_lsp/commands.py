@@ -217,6 +217,7 @@ def register(server: FlowtapeServer) -> None:
             raise _unreadable(run, exc) from None
 
     async def _step_detail(run: Run, p: P.StepDetailParams) -> Any:
+        await manager.checked(run)
         if not run.live and not run.index.finished:  # a finished run not read (through) yet
             fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)  # its last step
             total = _recorded_steps(run, 0)

@@ -114,6 +114,10 @@ class Inspector:
         if not candidates:
             return None
         latest = max(candidates, key=lambda r: (r.started_at, r.run_id))
+        try:
+            await self.server.manager.checked(latest)
+        except Exception:  # noqa: BLE001 - a damaged tape: nothing to show (the stepper says why)
+            return None
         if not latest.live and not latest.index.finished:  # a long tape is not read through for a hover
             fast = await asyncio.to_thread(_last_view, latest)
             if fast is not None:

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from flowtape.errors import ErrorReport
+from flowtape.errors import ErrorReport, TraceCorruption
 from flowtape.rundir import TAPE, new_run_id, read_summary, valid_run_id, write_summary
 from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Diverged, Step
+from flowtape.verify import check_run
 
 from . import progress
 from . import protocol as P
@@ -70,6 +71,9 @@ class Run:
     pid_checked: float = 0.0
     gone_since: float = 0.0
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    # whether the finished tape is sound, for the file as it was then (size, mtime): None, or why not
+    verdict: tuple[tuple[int, int], str | None] | None = None
+    checking: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class RunManager:
@@ -124,9 +128,33 @@ class RunManager:
         self.runs.pop(run.run_id, None)
         return True
 
+    async def checked(self, run: Run) -> None:
+        """-32003 unless a finished run's tape is sound (verify.check_run: sealed by its writer on
+        this machine, else verified in full, once for the file as it is): the stepper never shows
+        an edited or cut-short tape's story as the run's. A run being written is the writer's."""
+        if run.live or not run.finished:
+            return
+        try:
+            stat = os.stat(run.index.path)
+        except OSError:
+            return  # no tape: what asks for it says why
+        stamp = (stat.st_size, stat.st_mtime_ns)
+        async with run.checking:
+            if run.verdict is None or run.verdict[0] != stamp:
+                try:
+                    await asyncio.to_thread(check_run, run.run_dir)
+                    run.verdict = (stamp, None)
+                except TraceCorruption as exc:
+                    run.verdict = (stamp, str(exc))
+                except OSError:
+                    return  # gone or unreadable meanwhile: what reads it says so
+        if run.verdict[1] is not None:
+            raise P.damaged(run.run_id, run.verdict[1])
+
     async def ready(self, run: Run, until_step: int | None = None) -> TapeIndex:
         """The run's index, read up to what is on disk now (or, for a finished run, at least up to
         `until_step`: the first page of a million-step run need not wait for the whole tape)."""
+        await self.checked(run)
         if not run.live:
             if run.index.offset and _size(run.index.path) < run.index.offset:
                 was, run.index = run.index.offset, TapeIndex(run.run_dir)  # read it again, as it is now, through:
