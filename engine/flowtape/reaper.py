@@ -3,8 +3,8 @@ process group, with whatever they started) when Flowtape dies without stopping t
 SIGKILL or a crash of the interpreter. A clean stop kills them first (tools.stop_all).
 
 It learns of each tool's process group on a pipe and sees the pipe close when Flowtape dies,
-however it dies: the kernel closes it. Started at the first tool of a process, so flows without
-tools never pay for it. This file runs as a script with nothing but the standard library."""
+however it dies: the kernel closes it. Started at the first tool of a process (before the tool), so
+flows without tools never pay for it. This file runs as a script with nothing but the standard library."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ class Reaper:
         self._tried = False
         self._lock = threading.Lock()
 
+    def start(self) -> None:
+        """Start the watcher now, before a tool: a Flowtape killed right after starting one must
+        find it already running (starting it takes a while; the tool would outlive that gap)."""
+        with self._lock:
+            self._start_once()
+
     def watch(self, pgid: int) -> None:
         self._say(b"+%d\n" % pgid)
 
@@ -35,9 +41,7 @@ class Reaper:
 
     def _say(self, line: bytes) -> None:
         with self._lock:
-            if not self._tried:
-                self._tried = True
-                self._start()
+            self._start_once()
             if self._pipe is None:
                 return
             try:
@@ -46,7 +50,10 @@ class Reaper:
             except OSError:  # the reaper is gone (killed by hand): the tools run unwatched, as before
                 self._pipe = None
 
-    def _start(self) -> None:
+    def _start_once(self) -> None:
+        if self._tried:
+            return
+        self._tried = True
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", __file__], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,

@@ -102,6 +102,7 @@ def run_tool(
     # with shell=True the command is shell syntax (pipes, redirections); the args are values
     argv: list[str] | str = " ".join([cmd, *map(shlex.quote, args)]) if config.shell else [executable or cmd, *args]
     env = {**os.environ, **config.env}
+    _reaper.start()
     try:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, shell=config.shell, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -109,9 +110,9 @@ def run_tool(
         )
     except OSError as exc:
         raise ToolFailed(f"tool {cmd!r} could not start: {exc.strerror or exc}") from None
+    _reaper.watch(proc.pid)  # at once (its own session: its process group is its pid)
     with _running_lock:
         _running.add(proc)
-    _reaper.watch(proc.pid)  # its own session: its process group is its pid
     try:
         out, err = _output(proc, config.timeout or None, config.inherit_stdio)
     except subprocess.TimeoutExpired:
