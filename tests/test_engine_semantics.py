@@ -601,6 +601,35 @@ def test_a_plain_action_returning_a_dict_naming_no_port_of_its_own_fails_the_run
     assert result.status == "failed"
     assert "s.action returned a dict with key(s) 'C', but it produces on 'A', 'B'" in result.error.message
 
+    result = _run(plain_split_flow, {"In": (1, 2, 3)})  # more values than ports: none is dropped unsaid
+    assert result.status == "failed"
+    assert "s.action returned 3 values by position, but it produces on 2 ports ('A', 'B')" in result.error.message
+
+
+@task
+class PairAndTen:
+    class Ports:
+        In = Port[int](direction="in")
+        A = Port[int](direction="out")
+        B = Port[int](direction="out")
+
+    @action(produces={"A": 2, "B": 1})
+    def go(self, x):
+        return ([x, x + 1], x * 10) if x % 2 else {"A": [x, x + 1], "B": x * 10}
+
+
+@workflow
+def pair_and_ten_flow():
+    p = PairAndTen()
+    connect("In", p.In)
+    connect(p.A, "A")
+    connect(p.B, "B")
+
+
+@pytest.mark.parametrize("given", [1, 2])  # by position, and by name
+def test_a_port_produced_n_at_a_time_takes_a_list_of_n_by_position_as_by_name(given):
+    assert _run(pair_and_ten_flow, {"In": given}).outputs == {"A": [given, given + 1], "B": [given * 10]}
+
 
 # ---- inputs --------------------------------------------------------------------------------------------
 

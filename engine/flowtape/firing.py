@@ -134,7 +134,12 @@ def _route(actor: Actor, action: ActionSpec, result: Any) -> list[tuple[str, Any
         return out
     if isinstance(result, (tuple, list)) and len(ports) > 1:
         # by position, None included (as in wfpy): ports fed in step stay aligned for a join
-        return [pair for port, value in zip(ports, result, strict=False) for pair in _spread(port, 1, value)]
+        if len(result) > len(ports):  # (wfpy drops the rest unsaid)
+            raise ActionError(
+                f"{actor.path}.{action.name} returned {len(result)} values by position, but it produces on "
+                f"{len(ports)} ports ({', '.join(map(repr, ports))}): the last {len(result) - len(ports)} would be lost"
+            )
+        return [pair for port, value in zip(ports, result, strict=False) for pair in _spread(port, produces[port], value)]
     return [pair for port in ports for pair in _spread(port, produces[port], result)]
 
 
