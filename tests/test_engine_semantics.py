@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import inspect
 from pathlib import Path
+from typing import Any
 
 import flowtape.scheduler
 import pytest
@@ -1211,6 +1213,65 @@ def test_a_token_is_the_value_as_it_was_put(tmp_path, tape):
         for step in range(result.steps + 1):
             resumed = execute(_aliasing, max_workers=1, runs_dir=tmp_path, resume_from="live", at_step=step)
             assert resumed.outputs == result.outputs, step
+
+
+@task
+class _CountingHistory:
+    """As _History, with a Counter: a value the tape cannot save (a dict subclass), and so no
+    encoding to copy the token from."""
+
+    hist: Any = None
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[object](direction="out")
+
+    def action(self, x):
+        if self.hist is None:
+            self.hist = collections.Counter()
+        self.hist[x] += 1
+        return self.hist
+
+
+@task
+class _Spoiler:
+    class Ports:
+        In = Port[object](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, counts):
+        counts["spoiled"] = 1
+        return len(counts)
+
+
+@task
+class _Sizes:
+    class Ports:
+        In = Port[object](direction="in")
+        Out = Port[str](direction="out")
+
+    @action(consumes={"In": 4})
+    def measure(self, a, b, c, d):
+        return f"{len(a)},{len(b)},{len(c)},{len(d)}"
+
+
+@workflow
+def _aliasing_unsaveable():
+    n = _Numbers4()
+    h = _CountingHistory()
+    spoil = _Spoiler()
+    m = _Sizes()
+    connect(n.Out, h.In)
+    connect(h.Out, spoil.In)  # fanned out: one consumer changes its token ...
+    connect(h.Out, m.In)  # ... and the other must not see it
+    connect(spoil.Out, "Spoiled")
+    connect(m.Out, "Len")
+
+
+def test_a_token_the_tape_cannot_save_is_still_the_value_as_it_was_put_for_each_consumer(tmp_path):
+    result = execute(_aliasing_unsaveable, max_workers=1, runs_dir=tmp_path)
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"Len": ["1,2,3,4"], "Spoiled": [2, 3, 4, 5]}
 
 
 @task

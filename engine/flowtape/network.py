@@ -23,11 +23,21 @@ IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
 
 def own_copy(item: Item) -> Item:
     """A fanned-out token's own copy: decoded afresh from its encoding, or deep-copied without one
-    (a value that could not be encoded goes as it is: its encoding is only a placeholder)."""
+    (a value that could not be encoded, whose encoding is only a placeholder, too)."""
     value, enc = item
-    if value is LAZY or type(value) in IMMUTABLE or unencodable(enc):
+    if value is LAZY or type(value) in IMMUTABLE:
         return item
-    return (LAZY, enc) if enc else (copy.deepcopy(value), enc)
+    if enc and not unencodable(enc):
+        return (LAZY, enc)
+    return (_copied(value), enc)
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy, or the value itself where it has none (a lock, a client: one object, shared)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - whatever a user's __deepcopy__ or __reduce__ raises
+        return value
 
 
 _PLACEHOLDER = b'{"$unencodable":'
@@ -36,7 +46,8 @@ _PLACEHOLDER = b'{"$unencodable":'
 def placeholder(where: str, value: Any) -> Item:
     """The token for a value that cannot be encoded: the value itself, beside an encoding that no
     other value shares (a replay finds it never matches, and runs the consumer live)."""
-    return (value, Raw(encode({"$unencodable": f"{where}:{id(value)}:{time.time_ns()}"})))
+    # a copy as it is now, as an encodable token is its encoding: its producer may change it later
+    return (_copied(value), Raw(encode({"$unencodable": f"{where}:{id(value)}:{time.time_ns()}"})))
 
 
 def unencodable(enc: Any) -> bool:

@@ -399,12 +399,13 @@ class Engine:
             except NotEncodable as exc:
                 problem = problem or f"{actor.path}.{port}: {exc}"
                 item = placeholder(f"{actor.path}#{actor.fire_count + 1}", value)
-            for q in queues:
+            for i, q in enumerate(queues):
+                mine = item if i == 0 else own_copy(item)  # (a value that could not be encoded: a copy each)
                 entry = produced.get(q.index)
                 if entry is None:
-                    produced[q.index] = (q, [item])
+                    produced[q.index] = (q, [mine])
                 else:
-                    entry[1].append(item)
+                    entry[1].append(mine)
         return list(produced.values()), problem
 
     def _commit(
