@@ -793,6 +793,53 @@ def test_a_static_if_runs_one_branch_once():
     assert _run(_static_if(0)).outputs == {"Out": ["else"], "Cond": [0]}
 
 
+@workflow
+def _static_if_in_a_loop():
+    lp = loop([1, 2, 3])
+    with lp:
+        e = Echo()
+        c = if_(False)
+        with c.else_:
+            no = Echo()
+        inner = loop(["a", "b"])
+        with inner:
+            t = Echo()
+    connect(lp.item, e.In)
+    connect(e.Out, no.In)
+    connect(no.Out, "Else")
+    connect(inner.item, t.In)
+    connect(t.Out, "Inner")
+
+
+@workflow(inputs={"In": int}, outputs={"Out": int})
+def _gate():
+    c = if_(True)
+    with c.then:
+        e = Echo()
+    connect("In", e.In)
+    connect(e.Out, "Out")
+
+
+@workflow
+def _gate_thrice():
+    src = Src(values=[1, 2, 3])
+    g = _gate()
+    connect(src.Out, g.In)
+    connect(g.Out, "Out")
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_static_if_or_loop_runs_once_in_each_run_of_its_scope(workers, tmp_path):
+    """Inside a loop's body, or a nested workflow that fires again, a static if or loop runs once
+    for each item or firing, not once in the whole run; live and resumed alike."""
+    result = execute(_static_if_in_a_loop, max_workers=workers, runs_dir=tmp_path, run_id=f"loop{workers}")
+    assert result.outputs == {"Else": [1, 2, 3], "Inner": ["a", "b"] * 3}
+    assert execute(_gate_thrice, max_workers=workers, tape=False).outputs == {"Out": [1, 2, 3]}
+    for step in range(result.steps + 1):
+        resumed = execute(_static_if_in_a_loop, max_workers=workers, runs_dir=tmp_path, resume_from=f"loop{workers}", at_step=step)
+        assert resumed.outputs == result.outputs, step
+
+
 @task
 class IsBig:
     class Ports:

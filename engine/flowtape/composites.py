@@ -29,8 +29,17 @@ def fire_subflow(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx:
             produced.setdefault(target.index, (target, []))[1].extend(items if i == 0 else [own_copy(item) for item in items])
     inner = ctx or _context(actor, fire_count)
     _commit_start(engine, actor, fire_count, plan.takes, list(produced.values()), ctx, inner)
+    _scope_anew(actor.pools[""])
     engine._work(actor.pools[""], inner)
     _finish_composite(engine, actor, fire_count, ctx, inner, start)
+
+def _scope_anew(pool: Pool) -> None:
+    """A scope runs anew (a loop's item, an if's branch, a nested workflow's firing): the static
+    loops and ifs and the input-less nested workflows in it fire once again, once in each run of
+    the scope, not once in the whole run (`with loop(items)` inside a loop runs for every item)."""
+    for member in pool.members:
+        member.static_used = False
+
 
 def _commit_start(
     engine: Engine,
@@ -87,6 +96,7 @@ def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
         try:
             _commit_start(engine, actor, fire_count, takes, produced, ctx, inner)
             if branch is not None and branch in actor.pools:
+                _scope_anew(actor.pools[branch])
                 engine._work(actor.pools[branch], inner)
             _finish_composite(engine, actor, fire_count, ctx, inner, start)
         finally:
