@@ -555,3 +555,16 @@ def test_replayed_marks_are_held_by_what_the_tape_says_it_resumed(run, tmp_path)
     after = find(good, b'"t":"s"', b'"step":7')
     write(tape, good[: after - 1] + _marked(good[after - 1 : after + 1]) + good[after + 1 :])
     assert corrupt(tape).rule == "only a resumed run replays"
+
+
+def test_verify_says_which_lines_of_a_killed_run_no_hash_vouches_for(run, capsys):
+    lines = lines_of(run)
+    assert cli_main(["verify", str(run.parent)]) == 0 and "no hash vouches" not in capsys.readouterr().err
+    killed = lines[:-1]  # no end record: its last firings and steps follow the last hashed line
+    last_hashed = max(i for i, line in enumerate(killed) if b',"h":"' in line)
+    write(run, killed)
+    summary = json.loads((run.parent / "run.json").read_text())
+    (run.parent / "run.json").write_text(json.dumps({**summary, "status": "running", "pid": None}))
+    assert cli_main(["verify", str(run.parent)]) == 0
+    err = capsys.readouterr().err
+    assert f"note: lines {last_hashed + 2}-{len(killed)}, written after the tape's last hashed record" in err

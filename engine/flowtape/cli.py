@@ -328,7 +328,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .verify import verify_run
+    from .verify import unvouched, verify_run
 
     run_dir = resolve_run(args.run, _runs_dir(args))
     with _checking() as progress:
@@ -338,6 +338,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         _check_summary(summary, tape)
     status = rebuild.ended.status if rebuild.ended else "no end record"
     _say(f"ok: {run_dir} · {rebuild.seq} firings · {rebuild.step} steps · {status}")
+    tail = unvouched(tape)
+    if tail is not None:
+        print(f"flowtape: note: lines {tail[0]}-{tail[1]}, written after the tape's last hashed record (the run ended "
+              "without its end record), hold together with the run rebuilt before them, but no hash vouches for them",
+              file=sys.stderr)
     return EXIT_OK
 
 

@@ -415,6 +415,17 @@ def check_chain(tape: Tape) -> None:
             chain.last = chain_seed(line.record)
 
 
+def unvouched(tape: Tape) -> tuple[int, int] | None:
+    """The lines (first, last) after the last hashed record of a tape without an end record: a
+    killed run's last firings and steps, checked against the rebuilt run but vouched for by no
+    hash. None when there are none."""
+    if tape.end is not None:
+        return None
+    lines = tape.lines
+    last = next((i for i in range(len(lines) - 1, -1, -1) if split_hash(lines[i].raw) is not None), -1)
+    return (lines[last + 1].number, lines[-1].number) if last + 1 < len(lines) else None
+
+
 PROGRESS_EVERY = 1 << 14  # records checked between two calls of verify's `progress`
 
 
