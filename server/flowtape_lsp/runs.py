@@ -592,6 +592,7 @@ def _seal(run: Run, status: str, message: str | None) -> None:
         assert end is not None
         summary.status, summary.finishedAt, summary.pid = status, end.finishedAt, None
         summary.steps, summary.firings, summary.error = end.steps, end.firings, end.error
+        summary.outputs, summary.replayStopped = end.outputs, list(end.replayStopped)  # run.json tells the tape's end
         with contextlib.suppress(OSError):
             write_summary(run.run_dir, summary)
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from conftest import GEN_FLOW
+from flowtape.cli import main as cli_main
 from flowtape.tape import Step, read_tape
 from flowtape.verify import verify
 from lsprotocol import types as lsp
@@ -156,6 +157,7 @@ async def test_a_flow_that_exits_mid_run_is_reported_and_the_server_survives(cli
     assert [(s["actor"], s["fireCount"]) for s in steps] == [(a, i) for i in (1, 2, 3) for a in ("count", "double")]
     tape, _ = verify(Path(run["runDir"]) / "tape.jsonl", warn=False)  # sealed: it verifies
     assert tape.end is not None and tape.end.status == "failed"
+    assert cli_main(["verify", run["runDir"]]) == 0  # and run.json tells the same end
     runs = (await request(client, "flowtape/runs", {}))["runs"]
     assert runs[0]["runId"] == run["runId"] and runs[0]["status"] == "failed"
 
