@@ -261,6 +261,8 @@ class RunManager:
         max_workers: int | None = None, resume_from: Run | None = None, at_step: int | None = None,
     ) -> Run:
         """Start `flowtape run` in a child process; returns at once, the run streams on its own."""
+        if workflow is not None and not workflow.isidentifier():  # (a NUL byte could not even be passed)
+            raise P.invalid(f"workflow {workflow!r} is no workflow name: a @workflow function's name is a Python identifier")
         run_id = new_run_id()
         run_dir = self.runs_dir / run_id
         run = Run(run_id, run_dir, TapeIndex(run_dir), uri=path_to_uri(str(flow)), workflow=workflow or "",
@@ -291,7 +293,7 @@ class RunManager:
             if inputs and run.proc.stdin is not None:
                 run.proc.stdin.write(msgspec.json.encode(inputs))
                 run.proc.stdin.close()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # (ValueError: a NUL byte in a path or argument)
             del self.runs[run_id]
             raise P.invalid(f"cannot start the flow: {exc}") from None
         self._spawn(self._read_output(run))

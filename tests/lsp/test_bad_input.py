@@ -40,6 +40,8 @@ async def test_bad_input_gets_clear_errors(client: LanguageClient, workspace: Pa
         ("cmd", "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 10**9}, INVALID, "maxWorkers"),
         ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "maxWorkers": 257}, INVALID, "maxWorkers"),
         ("cmd", "flowtape.run", {"uri": uri_of(flow), "inputs": [1]}, INVALID, "inputs"),
+        ("cmd", "flowtape.run", {"uri": uri_of(flow), "workflow": "ma\u0000in"}, INVALID, "is no workflow name"),
+        ("cmd", "flowtape.run", {"uri": uri_of(flow), "workflow": "-x"}, INVALID, "is no workflow name"),
         ("cmd", "flowtape.run", "count.py", INVALID, "params must be an object"),
         ("cmd", "flowtape.resumeAtStep", {"runId": "nope", "step": 1}, NOT_FOUND, "unknown run 'nope'"),
         ("cmd", "flowtape.resumeAtStep", {"runId": run_id, "step": 99}, NOT_FOUND, "out of range"),
