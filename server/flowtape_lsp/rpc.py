@@ -102,6 +102,8 @@ class FlowtapeProtocol(LanguageServerProtocol):
         if data.get("jsonrpc") != "2.0":
             said = f"its jsonrpc is {data['jsonrpc']!r}" if "jsonrpc" in data else "it has no jsonrpc member"
             return NotARequest(data.get("id"), f'{said}, not "2.0"')
+        if "id" in data and (isinstance(data["id"], bool) or not isinstance(data["id"], (int, str, type(None)))):
+            return NotARequest(None, f"its id is {type(data['id']).__name__} {data['id']!r}: an id is a string or a number")
         if "method" not in data:
             if "id" not in data or not ("result" in data or "error" in data):
                 return NotARequest(data.get("id"), "it has neither a method nor a result or error")
@@ -144,13 +146,21 @@ class FlowtapeProtocol(LanguageServerProtocol):
                 self._send_response(message.id, error=JsonRpcInvalidRequest(
                     message="the server is initialized already").to_response_error())
                 return
+            bad = _nul_root(message.params)
+            if bad is not None:  # refused before it counts: a corrected initialize may follow
+                self._send_response(message.id, error=JsonRpcInvalidParams(
+                    message=f"{bad} holds a NUL byte: it names no folder").to_response_error())
+                return
             self.initialized = True
             general = message.params.capabilities.general
             if general is not None:  # every position this server sends counts UTF-16 units, which every client reads
                 general.position_encodings = None
-        elif not self.initialized and method not in _ANY_TIME and getattr(message, "id", None) is not None and method:
-            self._send_response(message.id, error=JsonRpcServerNotInitialized(
-                message=f"{method} before initialize").to_response_error())
+        elif not self.initialized and method not in _ANY_TIME and method:
+            if getattr(message, "id", None) is not None:
+                self._send_response(message.id, error=JsonRpcServerNotInitialized(
+                    message=f"{method} before initialize").to_response_error())
+            else:  # a notification before initialize is dropped, as LSP says
+                logger.warning("ignored %s before initialize", method)
             return
         if method == lsp.TEXT_DOCUMENT_DID_CHANGE and unquote(message.params.text_document.uri) not in self.workspace.text_documents:
             logger.warning("ignored didChange of %s: it was never opened", message.params.text_document.uri)
@@ -165,3 +175,13 @@ class FlowtapeProtocol(LanguageServerProtocol):
             self._send_response(msg_id, error=exc.to_response_error())
             return
         super()._send_handler_result(future, msg_id=msg_id)
+
+
+def _nul_root(params: lsp.InitializeParams) -> str | None:
+    """The root field of `initialize` that holds a NUL byte (no path can), if any."""
+    named = [("rootUri", params.root_uri), ("rootPath", params.root_path)]
+    named += [(f"workspaceFolders[{i}]", f.uri) for i, f in enumerate(params.workspace_folders or [])]
+    for name, value in named:
+        if value and ("\x00" in value or "%00" in value):
+            return name
+    return None

@@ -250,6 +250,14 @@ def test_the_protocol_edges_of_other_clients(raw: Raw, tmp_path: Path) -> None:
     raw.proc.stdin.write(b"content-length: %d\r\n\r\n%s" % (len(body), body))  # and before initialize
     raw.proc.stdin.flush()
     assert error_of(raw.wait(lambda m: m.get("id") == 1))[0] == -32002
+    raw.send({"jsonrpc": "2.0", "method": "flowtape/selectStep", "params": {"runId": "r", "step": 1}})  # dropped
+    code, message = error_of(raw.ask(6, "initialize", params={"processId": None, "rootUri": uri_of(tmp_path) + "%00",
+                                                              "capabilities": {}}))
+    assert code == -32602 and "rootUri holds a NUL byte" in message  # and it does not count: initialize again
+    for bad in ({"a": 1}, [1], True):
+        raw.send({"jsonrpc": "2.0", "id": bad, "method": "flowtape/runs"})
+        answer = raw.wait(lambda m: "error" in m and m.get("id") is None)
+        assert error_of(answer)[0] == -32600 and "an id is a string or a number" in error_of(answer)[1]
     answer = raw.ask(0, "initialize", params={"processId": None, "rootUri": uri_of(tmp_path), "capabilities": {
         "general": {"positionEncodings": ["utf-8", "utf-32", "utf-16"]}}})
     assert answer["result"]["capabilities"]["positionEncoding"] == "utf-16"  # the columns it sends count UTF-16 units
