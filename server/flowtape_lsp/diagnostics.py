@@ -17,7 +17,7 @@ from flowtape.tape import Header
 from lsprotocol import types as lsp
 
 from .runs import Run
-from .workspace import find_actor, path_to_uri, uri_to_path
+from .workspace import file_key, find_actor, path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -75,7 +75,7 @@ class Diagnostics:
         self.server = server
         self.load: dict[str, list[lsp.Diagnostic]] = {}  # flow uri -> its load errors (the file as saved)
         self.syntax: dict[str, list[lsp.Diagnostic]] = {}  # flow uri -> the open text's syntax error
-        self.runs: dict[str, dict[str, list[lsp.Diagnostic]]] = {}  # flow uri -> target uri -> diagnostics
+        self.runs: dict[str, dict[str, list[lsp.Diagnostic]]] = {}  # flow file (file_key) -> target uri -> diagnostics
         self._checks: dict[str, asyncio.Task[None]] = {}
         self.published: set[str] = set()
 
@@ -171,8 +171,9 @@ class Diagnostics:
                 range=_range(line, self._line_text(uri, line)), message=f"run {run.run_id} failed: {detail.message}",
                 severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="run-failed", data={"runId": run.run_id},
             ))
-        old = set(self.runs.get(run.uri, {}))
-        self.runs[run.uri] = targets
+        flow = file_key(run.uri)  # the next run of the flow replaces these, however it spells the flow's uri
+        old = set(self.runs.get(flow, {}))
+        self.runs[flow] = targets
         self.publish(old | set(targets))
 
     def _actor_site(self, header: Header, path: str, fallback: str) -> tuple[str, int | None]:

@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 from . import protocol as P
 from .runs import Run
 from .tapeindex import last_step_from_end
-from .workspace import creation_line, uri_to_path
+from .workspace import creation_line, file_key, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -82,22 +82,23 @@ def _last_view(run: Run) -> View | None:
 class Inspector:
     def __init__(self, server: FlowtapeServer) -> None:
         self.server = server
-        self.selected: dict[str, tuple[str, int]] = {}  # flow uri -> (run id, step)
-        self._views: dict[str, View] = {}  # flow uri -> view of the selection
+        self.selected: dict[str, tuple[str, int]] = {}  # flow file (file_key) -> (run id, step)
+        self._views: dict[str, View] = {}  # flow file (file_key) -> view of the selection
 
     async def select(self, run: Run, step: int) -> None:
         view = await asyncio.to_thread(_view, run, step)
-        self.selected[run.uri] = (run.run_id, step)
-        self._views[run.uri] = view
+        self.selected[file_key(run.uri)] = (run.run_id, step)
+        self._views[file_key(run.uri)] = view
         self.server.refresh_views()
 
     def on_run_finished(self, run: Run) -> None:
         """A newer run of a flow takes over its hovers and hints from a step selected in an older
         one, as a debugger's new session does (the stepper selects again to go back)."""
-        selected = self.selected.get(run.uri)
+        flow = file_key(run.uri)
+        selected = self.selected.get(flow)
         if selected is not None and selected[0] != run.run_id:
-            del self.selected[run.uri]
-            self._views.pop(run.uri, None)
+            del self.selected[flow]
+            self._views.pop(flow, None)
 
     async def view_for(self, uri: str) -> tuple[View, Path] | None:
         """The view of the actors created in file `uri`: the selection of a flow that has actors there,
@@ -105,10 +106,10 @@ class Inspector:
         path = uri_to_path(uri)
         if path is None:
             return None
-        for flow_uri, view in self._views.items():
+        for flow, view in self._views.items():
             if any(Path(a.actor.file).resolve() == path for a in view.actors if a.actor.file):
                 return view, path
-            if uri_to_path(flow_uri) == path:
+            if flow == str(path):
                 return view, path
         candidates = [r for r in self.server.manager.runs.values() if r.uri and uri_to_path(r.uri) == path]
         if not candidates:

@@ -98,6 +98,12 @@ def same_file(a: str, b: str) -> bool:
     return a == b or uri_to_path(a) == uri_to_path(b)
 
 
+def file_key(uri: str) -> str:
+    """What to key a flow's state by: its file, however the uri spells it (`%66`, `localhost`)."""
+    path = uri_to_path(uri)
+    return str(path) if path is not None else uri
+
+
 class Locator:
     """Maps actors to the LSP range of the line that creates them (line lengths read once per file)."""
 

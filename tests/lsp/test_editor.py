@@ -104,6 +104,12 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     assert (await col.finished(nope["runId"]))["status"] == "failed"
     (cannot,) = await diagnostics_for(client, uri_of(flow), lambda ds: any(nope["runId"] in d.message for d in ds))
     assert cannot.code == "run-failed" and "nope" in cannot.message.split(" failed: ", 1)[1], cannot.message
+    # fixed, and run under another spelling of its uri: the flow's errors still clear
+    flow.write_text(FLOW_FAIL.replace("if x == 2:", "if x == 99:"))
+    spelled = uri_of(flow).replace("file:///", "file://localhost/")
+    clean = await command(client, "flowtape.run", {"uri": spelled})
+    assert (await col.finished(clean["runId"]))["status"] == "succeeded"
+    await diagnostics_for(client, uri_of(flow), lambda ds: not any(d.code == "run-failed" for d in ds))
 
 
 async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
