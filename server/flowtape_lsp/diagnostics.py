@@ -17,7 +17,7 @@ from flowtape.tape import Header
 from lsprotocol import types as lsp
 
 from .runs import Run
-from .workspace import file_key, find_actor, path_to_uri, uri_to_path
+from .workspace import creation_line, current_lines, file_key, find_actor, path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -101,15 +101,7 @@ class Diagnostics:
     def _line_text(self, uri: str, line: int | None) -> str | None:
         if not line:
             return None
-        try:
-            doc = self.server.workspace.get_text_document(uri)
-            lines = doc.lines
-        except Exception:  # noqa: BLE001 - not open: read it from disk
-            path = uri_to_path(uri)
-            try:
-                lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path else []
-            except OSError:
-                lines = []
+        lines = current_lines(self.server.workspace, uri)
         return lines[line - 1].rstrip("\r\n") if 0 < line <= len(lines) else None
 
     # ---- run diagnostics ---------------------------------------------------------------------------
@@ -141,10 +133,10 @@ class Diagnostics:
         if end is not None and end.status == "failed" and end.error is not None:
             info = end.error
             uri, line = run.uri, info.line
-            if info.file and info.line:
-                uri = path_to_uri(info.file)
-            elif info.actor and header is not None:
+            if info.actor and header is not None and find_actor(header, info.actor) is not None:
                 uri, line = self._actor_site(header, info.actor, run.uri)
+            elif info.file and info.line:
+                uri = path_to_uri(info.file)
             related = []
             if info.raisedFile and info.raisedLine:
                 related.append(lsp.DiagnosticRelatedInformation(
@@ -177,10 +169,14 @@ class Diagnostics:
         self.publish(old | set(targets))
 
     def _actor_site(self, header: Header, path: str, fallback: str) -> tuple[str, int | None]:
+        """The line (1-based) that creates the actor in its file's text as the editor holds it now
+        (lines added above it since the run move it), as hovers and inlay hints find it."""
         actor = find_actor(header, path)
         if actor is None or not actor.file or actor.file.startswith("<"):
             return fallback, None
-        return path_to_uri(actor.file), actor.line
+        uri = path_to_uri(actor.file)
+        line0 = creation_line(current_lines(self.server.workspace, uri), actor)
+        return uri, (line0 + 1 if line0 is not None else actor.line)
 
     # ---- load errors ---------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 from . import protocol as P
 from .runs import Run
 from .tapeindex import last_step_from_end
-from .workspace import creation_line, file_key, uri_to_path
+from .workspace import creation_line, current_lines, file_key, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -141,17 +141,6 @@ def _by_line(view: View, path: Path, lines: list[str]) -> dict[int, list[ActorVi
     return by_line
 
 
-def _lines(server: FlowtapeServer, uri: str, path: Path) -> list[str]:
-    """The file's text as the editor holds it (unsaved edits included), else as saved."""
-    try:
-        return list(server.workspace.get_text_document(uri).lines)
-    except Exception:  # noqa: BLE001 - not open: as saved
-        try:
-            return path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return []
-
-
 def register(server: FlowtapeServer) -> None:
     inspector = Inspector(server)
     server.inspector = inspector  # type: ignore[attr-defined]
@@ -176,7 +165,7 @@ def register(server: FlowtapeServer) -> None:
         if found is None:
             return None
         view, path = found
-        actors = _by_line(view, path, _lines(server, params.text_document.uri, path)).get(params.position.line)
+        actors = _by_line(view, path, current_lines(server.workspace, params.text_document.uri)).get(params.position.line)
         if not actors:
             return None
         parts = [f"**Flowtape** · run `{view.run_id}` · step {view.step} of {view.total}", ""]
@@ -194,7 +183,7 @@ def register(server: FlowtapeServer) -> None:
         if found is None:
             return []
         view, path = found
-        lines = _lines(server, params.text_document.uri, path)
+        lines = current_lines(server.workspace, params.text_document.uri)
         by_line = _by_line(view, path, lines)
         hints: list[lsp.InlayHint] = []
         first, last = params.range.start.line, params.range.end.line

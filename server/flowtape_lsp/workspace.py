@@ -9,6 +9,7 @@ from pathlib import Path
 
 from flowtape.tape import ActorInfo, Header
 from pygls.uris import from_fs_path, to_fs_path
+from pygls.workspace import Workspace
 
 from . import protocol as P
 
@@ -154,6 +155,18 @@ class Locator:
 
 def line_range(line0: int, length: int = 0) -> P.Range:
     return P.Range(start=P.Position(line=line0, character=0), end=P.Position(line=line0, character=length))
+
+
+def current_lines(workspace: Workspace, uri: str) -> list[str]:
+    """A file's text as the editor holds it (unsaved edits included), else as saved."""
+    try:
+        return list(workspace.get_text_document(uri).lines)
+    except Exception:  # noqa: BLE001 - not open (or no file uri): as saved
+        path = uri_to_path(uri)
+        try:
+            return path.read_text(encoding="utf-8", errors="replace").splitlines() if path is not None else []
+        except OSError:
+            return []
 
 
 def creation_line(lines: list[str], actor: ActorInfo) -> int | None:

@@ -112,6 +112,20 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     await diagnostics_for(client, uri_of(flow), lambda ds: not any(d.code == "run-failed" for d in ds))
 
 
+async def test_a_run_error_stands_on_the_actor_line_of_the_text_as_edited(client: LanguageClient, workspace: Path) -> None:
+    """Lines typed above the actors and not saved: the run (of the saved file) still puts its
+    error on the line that creates the failing actor in the editor's text, as hovers do."""
+    flow = write_flow(workspace, "fail.py", FLOW_FAIL)
+    open_doc(client, flow)
+    change_doc(client, flow, "# one\n# two\n" + flow.read_text(), version=2)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    assert (await collector(client).finished(run["runId"]))["status"] == "failed"
+    diags = await diagnostics_for(client, uri_of(flow), lambda ds: any(d.code == "run-failed" for d in ds))
+    (error,) = [d for d in diags if d.code == "run-failed"]
+    assert error.range.start.line == line_of(flow, "picky = Picky()") + 2
+    assert error.range.end.character == len("    picky = Picky()")
+
+
 async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "wired.py", FLOW_MISWIRED)
     uri = uri_of(flow)
