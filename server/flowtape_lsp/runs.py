@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from flowtape.errors import ErrorReport, TraceCorruption
-from flowtape.rundir import TAPE, new_run_id, read_summary, valid_run_id, write_summary
+from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, valid_run_id
 from flowtape.rundir import process_alive as _alive
-from flowtape.tape import Diverged, Step
+from flowtape.tape import Step
 from flowtape.verify import check_run
 
 from . import progress
 from . import protocol as P
+from .family import Family, family_of, take_down
 from .tapeindex import TapeIndex
 from .workspace import Locator, client_path, path_to_uri
 
@@ -71,6 +72,7 @@ class Run:
     pid_checked: float = 0.0
     gone_since: float = 0.0
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    family: Family = field(default_factory=dict)  # what the flow had started when it was stopped
     # whether the finished tape is sound, for the file as it was then (size, mtime): None, or why not
     verdict: tuple[tuple[int, int], str | None] | None = None
     checking: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -266,7 +268,7 @@ class RunManager:
         run_id = new_run_id()
         run_dir = self.runs_dir / run_id
         run = Run(run_id, run_dir, TapeIndex(run_dir), uri=path_to_uri(str(flow)), workflow=workflow or "",
-                  owned=True, live=True, started_at=_now())
+                  owned=True, live=True, started_at=now_iso())
         if resume_from is not None:
             run.resumed_from, run.resumed_at = resume_from.run_id, at_step
         self.runs[run_id] = run
@@ -415,7 +417,7 @@ class RunManager:
             if summary is not None and summary.status != "running":
                 run.error = f"the tape has no end record, though run.json says the run {summary.status}: it was cut short"
             return
-        await asyncio.to_thread(_seal, run, status, message)
+        await asyncio.to_thread(run.index.seal_run, status, message)
 
     def step_info(self, run: Run, step: Step) -> P.StepInfo:
         header = run.index.header
@@ -451,7 +453,7 @@ class RunManager:
         run.live = False
         run.status = status
         end = run.index.end
-        run.finished_at = end.finishedAt if end is not None else _now()
+        run.finished_at = end.finishedAt if end is not None else now_iso()
         error: str | None = None
         detail: P.ErrorDetail | None = None
         if end is not None and end.error is not None:
@@ -476,7 +478,7 @@ class RunManager:
                 detail.uri, detail.line = path_to_uri(report.file), report.line - 1 if report.line else None
         run.error_detail = detail
         outputs = msgspec.json.decode(end.outputs) if end is not None and end.outputs else {}
-        diverged = [divergence(d) for d in (end.replayStopped if end else run.index.diverged)]
+        diverged = [d.plain() for d in (end.replayStopped if end else run.index.diverged)]
         self.server.send(P.RUN_FINISHED, P.RunFinished(
             runId=run.run_id, status=status, outputs=outputs, steps=run.index.steps, error=error,
             errorDetail=detail, replayStopped=diverged or None,
@@ -504,12 +506,14 @@ class RunManager:
         pid = run.proc.pid if run.proc is not None else run.pid
         if pid is None:
             return False
+        if run.proc is not None:
+            run.family = await asyncio.to_thread(family_of, pid)
         for sig, wait in ((signal.SIGTERM, STOP_GRACE), (signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
             if not self._signal(run, pid, sig):
                 break
             if await self._exited(run, pid, wait):
                 break
-        _kill_group(run)
+        take_down(run.proc.pid if run.proc is not None else None, run.family)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(run.done.wait(), 5.0)
         return True
@@ -555,6 +559,9 @@ class RunManager:
         # os.kill and polling, not the asyncio process: this also runs after the event loop has closed
         live = [run for run in self.runs.values() if run.proc is not None and _alive(run.proc.pid)]
         asked = {id(run) for run in live if run.stopping}  # `stop` sent these their first SIGTERM
+        for run in live:
+            assert run.proc is not None
+            run.family.update(family_of(run.proc.pid))
         for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGKILL):
             for run in live:
                 assert run.proc is not None
@@ -571,36 +578,11 @@ class RunManager:
                 break
         for run in self.runs.values():
             if run.stopping:
-                _kill_group(run)
+                take_down(run.proc.pid if run.proc is not None else None, run.family)
         for run in self.runs.values():
             if run.proc is not None and run.stopping and not run.finished and run.index.header is not None:
                 run.index.closing = False
-                _seal(run, "stopped", None)
-
-
-def _kill_group(run: Run) -> None:
-    """What a stopped flow's actors started (a process of their own, not a @tool) goes with it,
-    even when the flow itself ended at a SIGTERM: the child runs in a session of its own."""
-    if run.proc is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(run.proc.pid, signal.SIGKILL)
-
-
-def _seal(run: Run, status: str, message: str | None) -> None:
-    """End the tape of a flow whose process died without an end record, and its run.json with it."""
-    summary = read_summary(run.run_dir)
-    if run.index.seal_end(status, message) and summary is not None and summary.status == "running":
-        end = run.index.end
-        assert end is not None
-        summary.status, summary.finishedAt, summary.pid = status, end.finishedAt, None
-        summary.steps, summary.firings, summary.error = end.steps, end.firings, end.error
-        summary.outputs, summary.replayStopped = end.outputs, list(end.replayStopped)  # run.json tells the tape's end
-        with contextlib.suppress(OSError):
-            write_summary(run.run_dir, summary)
-
-
-def divergence(d: Diverged) -> P.Divergence:
-    return d.plain()
+                run.index.seal_run("stopped", None)
 
 
 def _size(path: Path) -> int:
@@ -622,9 +604,3 @@ def _error_report(stdout: bytes) -> ErrorReport | None:
         return msgspec.json.decode(stdout.strip().rsplit(b"\n", 1)[-1], type=ErrorReport)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-
-
-def _now() -> str:
-    from flowtape.rundir import now_iso
-
-    return now_iso()

@@ -6,6 +6,7 @@ bounded number of snapshots)."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import mmap
 import os
 import threading
@@ -17,7 +18,7 @@ from typing import Any, cast
 
 import msgspec
 from flowtape.errors import TraceCorruption
-from flowtape.rundir import TAPE
+from flowtape.rundir import TAPE, read_summary, write_summary
 from flowtape.seek import AtStep, records_from, top_of, walk_to_step
 from flowtape.tape import Chain, Diverged, End, Firing, Header, Line, Record, Step, gc_paused
 from flowtape.tape import StepFiller as Filler
@@ -373,6 +374,19 @@ class TapeIndex:
         return found
 
     # ---- closing a tape whose writer died -------------------------------------------------------------
+
+    def seal_run(self, status: str, message: str | None) -> None:
+        """End the tape of a flow whose process died without an end record (seal_end), and its
+        run.json with it, telling the same end, so that the run verifies."""
+        summary = read_summary(self.run_dir)
+        if self.seal_end(status, message) and summary is not None and summary.status == "running":
+            end = self.end
+            assert end is not None
+            summary.status, summary.finishedAt, summary.pid = status, end.finishedAt, None
+            summary.steps, summary.firings, summary.error = end.steps, end.firings, end.error
+            summary.outputs, summary.replayStopped = end.outputs, list(end.replayStopped)
+            with contextlib.suppress(OSError):
+                write_summary(self.run_dir, summary)
 
     def seal_end(self, status: str, message: str | None) -> bool:
         """Append an End record to a tape whose process died without writing one, dropping a torn

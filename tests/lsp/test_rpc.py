@@ -171,7 +171,8 @@ HUNG = count_flow(1000).replace("        self.i += 1\n", (
     "        self.i += 1\n        if self.i == 4:\n"
     "            import subprocess\n"  # a process of the actor's own, not a @tool: it must go too
     "            helper = subprocess.Popen(['sleep', '600'])\n"
-    "            with open('helper.pid', 'w') as fh:\n                fh.write(str(helper.pid))\n"
+    "            own = subprocess.Popen(['sleep', '601'], start_new_session=True)\n"  # out of the group's reach
+    "            with open('helper.pid', 'w') as fh:\n                fh.write(f'{helper.pid} {own.pid}')\n"
     "            time.sleep(600)\n"), 1)
 
 
@@ -196,14 +197,32 @@ def test_a_hung_flow_does_not_outlive_the_server(raw: Raw, tmp_path: Path, leave
     code = raw.proc.wait(30)
     assert code == (1 if leave == "exit without shutdown" else 0)  # as LSP asks
     assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    helper = int((tmp_path / "helper.pid").read_text())
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{helper}").exists() and Path(f"/proc/{helper}/stat").read_text().split(")")[-1].split()[0] != "Z":
-        assert time.monotonic() < deadline, "the actor's own process outlived the server"
-        time.sleep(0.05)
+    for helper in map(int, (tmp_path / "helper.pid").read_text().split()):
+        while Path(f"/proc/{helper}").exists() and Path(f"/proc/{helper}/stat").read_text().split(")")[-1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the actor's own process outlived the server"
+            time.sleep(0.05)
     summary = json.loads((run_dir / "run.json").read_text())
     assert summary["status"] == "stopped", summary
     assert json.loads((run_dir / "tape.jsonl").read_bytes().splitlines()[-1])["t"] == "end"
+
+
+def test_stop_takes_down_what_the_flow_started_in_sessions_of_their_own(raw: Raw, tmp_path: Path) -> None:
+    raw.initialize(tmp_path)
+    flow = write_flow(tmp_path, "hung.py", HUNG)
+    answer = raw.ask(1, "workspace/executeCommand", params={"command": "flowtape.run", "arguments": [{"uri": uri_of(flow)}]})
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "helper.pid").exists() or len((tmp_path / "helper.pid").read_text().split()) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    helpers = list(map(int, (tmp_path / "helper.pid").read_text().split()))
+    stopped = raw.ask(2, "workspace/executeCommand", params={"command": "flowtape.stop", "arguments": [
+        {"runId": answer["result"]["runId"]}]})
+    assert stopped["result"]["stopped"] is True
+    for helper in helpers:
+        while Path(f"/proc/{helper}").exists() and Path(f"/proc/{helper}/stat").read_text().split(")")[-1].split()[0] != "Z":
+            assert time.monotonic() < deadline, f"process {helper} the actor started outlived the stop"
+            time.sleep(0.05)
 
 
 def test_a_change_to_a_document_never_opened_is_ignored_quietly(raw: Raw, tmp_path: Path) -> None:
