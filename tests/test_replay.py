@@ -997,3 +997,43 @@ def test_a_pid_taken_by_a_later_process_is_no_run_still_running():
 
     assert still_running(summary("2999-01-01T00:00:00.000+00:00"))  # this process began before that run
     assert not still_running(summary("2001-01-01T00:00:00.000+00:00"))  # it began long after: not that run's
+
+
+def _loop_flow(items):  # type: ignore[no-untyped-def]
+    from flowtape import Port, loop, task
+
+    @task
+    class Twice:
+        class Ports:
+            In = Port[int](direction="in")
+            Out = Port[int](direction="out")
+
+        def action(self, x):
+            return 2 * x
+
+    @workflow
+    def looped():
+        lp = loop(items)
+        with lp:
+            t = Twice()
+        connect(lp.item, t.In)
+        connect(t.Out, "Out")
+
+    return looped
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_static_loop_whose_items_changed_is_replayed_to_the_change_at_every_step(tmp_path, monkeypatch, trusted):
+    """A resume at the end restores the run from a snapshot; but the loop's items changed in the
+    code since: the loop runs again and its consumer's replay stops where the items differ, at
+    every step as at the first, never the recorded outputs for items no longer there."""
+    if not trusted:
+        monkeypatch.setattr(trust, "key", lambda: None)  # the tape verified in full instead
+    before = execute(_loop_flow([1, 2, 3]), max_workers=1, runs_dir=tmp_path, run_id="was")
+    assert before.outputs == {"Out": [2, 4, 6]}
+    for step in range(before.steps + 1):
+        after = execute(_loop_flow([1, 9, 3]), max_workers=1, runs_dir=tmp_path, resume_from="was", at_step=step)
+        assert after.outputs == {"Out": [2, 18, 6]}, step
+        assert step < 4 or [(d.actor, d.fireCount) for d in after.replay_stopped][:1] == [("t", 2)], (step, after.replay_stopped)
+    same = execute(_loop_flow([1, 2, 3]), max_workers=1, runs_dir=tmp_path, resume_from="was")
+    assert same.outputs == before.outputs and not same.replay_stopped

@@ -33,7 +33,7 @@ from .tape import (
     gc_paused,
     read_tape,
 )
-from .values import preview_json
+from .values import digest_values, preview_json
 from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
@@ -105,6 +105,34 @@ def shape_of(net: Network) -> tuple[list[ActorInfo], list[str]]:
         created, defined = a.node.created_at, a.node.defined_at
         actors.append(ActorInfo(a.path, a.kind, a.node.class_name, created.file, created.line, defined.file, defined.line))
     return actors, [q.id for q in net.queues]
+
+
+def statics_of(net: Network) -> list[tuple[str, str]]:
+    """The flow's static loop items and if conditions, by digest (Header.statics): a loop over a
+    collection by its items, one over an iterator (which a look would use up) as ""."""
+    found = []
+    for a in net.actors:
+        if a.kind == "loop" and a.obj.iterable is not None:
+            value = a.obj.iterable
+        elif a.kind == "if" and a.obj.condition is not None:
+            value = a.obj.condition
+        else:
+            continue
+        told = ""
+        try:
+            if a.kind != "loop" or iter(value) is not value:  # an iterator (a generator): one pass only, the run's
+                told = digest_values([list(value) if a.kind == "loop" else value])
+        except Exception:  # noqa: BLE001 - NotEncodable, or whatever a user's iterable raises: not told
+            pass
+        found.append((a.path, told))
+    return found
+
+
+def _statics_hold(header: Header, net: Network) -> bool:
+    """Whether the static loops and ifs are as the recorded run had them, for sure: only then may
+    a snapshot stand for their firings (a replay per actor runs them again, and sees the change)."""
+    now = statics_of(net)
+    return header.statics == now and all(d for _, d in now)
 
 
 def describe_change(old: Header, actors: list[ActorInfo], queues: list[str]) -> str | None:
@@ -234,6 +262,8 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     at_step = _check_resumable(header, net, workflow, at_step, end.steps)
     if at_step == 0:
         return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, set(), max_workers=header.maxWorkers)
+    if not _statics_hold(header, net):
+        return None
     rebuild = Rebuild(header, full_checks=False)
     start = body_start  # where the records after the last checkpoint up to the step begin
     with open(run_dir / TAPE, "rb") as fh:
@@ -293,7 +323,7 @@ def _verified_plan(
     covered: set[tuple[str, int]] = set()
     rebuild = Rebuild(header)
     snapshot: Snapshot | None = None
-    clean = at_step > 0  # so far every firing is covered and replayable
+    clean = at_step > 0 and _statics_hold(header, net)  # so far every firing is covered and replayable
     loop_mid: dict[str, bool] = {}  # a loop between two items cannot be restored from a snapshot
     prefix: list[bytes] = []
     contiguous = True  # the prefix is every record after the header, up to the step

@@ -20,7 +20,7 @@ from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorrup
 from .graph import Graph, WorkflowDef
 from .network import IMMUTABLE, LAZY, Item, Network, build_network
 from .ports import type_name, types_compatible
-from .replay import ReplayPlan, plan_resume, shape_of
+from .replay import ReplayPlan, plan_resume, shape_of, statics_of
 from .replayer import restore
 from .rundir import (
     DEFAULT_RUNS_DIR,
@@ -222,6 +222,7 @@ def execute(
                 resumedFrom=summary.resumedFrom, resumedAtStep=summary.resumedAtStep,
                 chainFrom=plan.snapshot.chain_from if plan is not None and plan.snapshot is not None else None,
                 seededOutputs=[(port, q.index) for port, targets in net.seeds.items() for q in targets if q.consumer is None],
+                statics=statics_of(net),
             )
         )
         write_summary(run_dir, summary)

@@ -70,6 +70,9 @@ class Header(msgspec.Struct, tag="header", tag_field="t", omit_defaults=True):
     chainFrom: str | None = None  # a resumed run that copied its source's prefix: that prefix's chain seed
     # an input wired straight to an output (queue ids do not say so): [input port, output queue index]
     seededOutputs: list[tuple[str, int]] = []
+    # each static loop's items and static if's condition as the flow gave them: [actor, digest], the
+    # digest "" for one that cannot be told (a generator): a resume sees the flow's edits to them
+    statics: list[tuple[str, str]] = []
     h: str = ""
 
 
