@@ -113,6 +113,10 @@ class FlowtapeProtocol(LanguageServerProtocol):
         kind = self.get_message_type(data["method"]) or (JsonRPCRequestMessage if "id" in data else JsonRPCNotification)
         if "id" in data and "id" not in attrs.fields_dict(kind):
             return NotARequest(data["id"], f"{data['method']} is a notification: it is sent without an id")
+        arguments = data["params"].get("arguments") if isinstance(data.get("params"), dict) else None
+        if data["method"] == lsp.WORKSPACE_EXECUTE_COMMAND and not isinstance(arguments, (list, type(None))):
+            # (pygls would spread a string into one argument a character)
+            return Unreadable(data.get("id"), data["method"], f"arguments is a {type(arguments).__name__}, not a list")
         try:
             return self._converter.structure(data, kind)
         except Exception as exc:  # noqa: BLE001 - anything the converter refuses is the client's mistake

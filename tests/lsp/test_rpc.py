@@ -108,6 +108,8 @@ def test_every_request_gets_an_answer(raw: Raw, tmp_path: Path) -> None:
     code, message = error_of(raw.ask(7, "workspace/executeCommand", params={
         "command": "flowtape.run", "arguments": [{"uri": uri_of(tmp_path / ("a" * 5000 + ".py"))}]}))
     assert code == -32602 and "File name too long" in message
+    code, message = error_of(raw.ask(13, "workspace/executeCommand", params={"command": "flowtape.run", "arguments": "x.py"}))
+    assert code == -32602 and "arguments is a str, not a list" in message
     raw.send([{"jsonrpc": "2.0", "id": 8, "method": "flowtape/runs"}])  # a batch
     answer = raw.wait(lambda m: "error" in m and m.get("id") is None)
     assert "id" in answer and error_of(answer) == (-32600, "not a JSON-RPC message: a batch (batches are not supported)")
