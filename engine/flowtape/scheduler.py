@@ -399,8 +399,9 @@ class Engine:
             except NotEncodable as exc:
                 problem = problem or f"{actor.path}.{port}: {exc}"
                 item = placeholder(f"{actor.path}#{actor.fire_count + 1}", value)
+            shared = item[0] is LAZY or type(item[0]) in IMMUTABLE  # else a value that could not be encoded
             for i, q in enumerate(queues):
-                mine = item if i == 0 else own_copy(item)  # (a value that could not be encoded: a copy each)
+                mine = item if shared or i == 0 else own_copy(item)  # (that one: a copy each)
                 entry = produced.get(q.index)
                 if entry is None:
                     produced[q.index] = (q, [mine])
