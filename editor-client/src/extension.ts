@@ -31,7 +31,7 @@ import { RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsT
 import { DetailPanel } from "./detail";
 import { checkFlowtape, choosePython } from "./python";
 
-const PAGE = 500;
+const PAGE = 5000; // steps a getSteps page asks for (the server gives up to 10,000)
 
 class Flowtape implements vscode.Disposable {
   readonly store = new StepStore({ batchMs: 50 });
@@ -51,6 +51,8 @@ class Flowtape implements vscode.Disposable {
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   /** A run we asked for (resume/rerun) whose runStarted the stepper should follow. */
   private readonly follow = new Set<string>();
+  /** Server errors already shown, so that a damaged run says so once, not at every keypress. */
+  private readonly told = new Set<string>();
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.tree = new RunsTreeProvider(this.store);
@@ -138,13 +140,39 @@ class Flowtape implements vscode.Disposable {
       documentSelector: [{ scheme: "file", language: "python" }],
       outputChannel: this.output,
       traceOutputChannel: this.output,
+      middleware: {
+        // The "⟲ Resume at step…" lens names the run only: ask for the step, as its title says.
+        executeCommand: async (command, args, next) => {
+          if (command === ServerCommands.resumeAtStep && isRunOnly(args[0])) {
+            const at = await this.askStep(args[0].runId);
+            if (at === undefined) return undefined;
+            args = [{ ...args[0], step: at }];
+          }
+          if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
+            const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
+            if (result?.runId) this.followRun(result.runId);
+            return result;
+          }
+          return this.tryCommand(command, args, next);
+        },
+      },
     };
     const client = new LanguageClient("flowtape", "Flowtape", serverOptions, clientOptions);
     client.onNotification(Methods.runStarted, (p: RunStartedParams) => this.onRunStarted(p));
-    client.onNotification(Methods.steps, (p: StepsParams) => this.store.addSteps(p.runId, p.steps ?? []));
+    client.onNotification(Methods.steps, (p: StepsParams) => {
+      if (!this.store.run(p.runId)) this.scheduleRefresh(); // its runStarted was lost or is late
+      this.store.addSteps(p.runId, p.steps ?? []);
+    });
     client.onNotification(Methods.runFinished, (p: RunFinishedParams) => this.onRunFinished(p));
     client.onDidChangeState((e) => {
+      // A server that stopped (or crashed and came back) streams nothing it streamed before: no run
+      // stays "running" on its word; the list is asked for again, and the stepper's step re-sent.
       if (e.newState === State.Stopped) this.log("language server stopped");
+      this.store.resetLive();
+      if (e.newState === State.Running && this.client === client) {
+        this.scheduleRefresh(0);
+        setTimeout(() => this.applyCursor({ openEditor: false }), 300);
+      }
     });
     this.client = client;
     try {
@@ -240,7 +268,8 @@ class Flowtape implements vscode.Disposable {
     let result: RunsResult | undefined;
     try {
       result = await this.request<RunsResult>(Methods.runs, this.flowUri ? { uri: this.flowUri } : {});
-    } catch {
+    } catch (e) {
+      this.tell(`the runs cannot be listed: ${errorText(e)}`);
       return;
     }
     if (!result) return;
@@ -264,7 +293,9 @@ class Flowtape implements vscode.Disposable {
         let page: GetStepsResult | undefined;
         try {
           page = await this.request<GetStepsResult>(Methods.getSteps, { runId, from, limit: PAGE });
-        } catch {
+        } catch (e) {
+          this.store.setError(runId, errorText(e)); // shown under the run, instead of no steps
+          this.tell(`run ${shortRunId(runId)}: ${errorText(e)}`);
           return;
         }
         if (!page) return;
@@ -371,6 +402,7 @@ class Flowtape implements vscode.Disposable {
   }
 
   private async move(fn: (s: Stepper) => boolean): Promise<void> {
+    if (!this.stepper.runId && !this.serverUp()) return;
     if (!this.stepper.runId) {
       await this.refreshRuns();
       if (!this.stepper.runId) {
@@ -457,6 +489,7 @@ class Flowtape implements vscode.Disposable {
   }
 
   private async goToPrompt(): Promise<void> {
+    if (!this.stepper.runId && !this.serverUp()) return;
     if (!this.stepper.runId) await this.refreshRuns();
     const runId = this.stepper.runId;
     if (!runId) {
@@ -503,6 +536,7 @@ class Flowtape implements vscode.Disposable {
       void vscode.window.showInformationMessage("Flowtape: put the cursor on the line that creates an actor.");
       return;
     }
+    if (!this.stepper.runId && !this.serverUp()) return;
     if (!this.stepper.runId) await this.refreshRuns();
     const runId = this.stepper.runId;
     if (!runId) {
@@ -550,7 +584,7 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.stepper.resume", (arg) => this.resume(arg));
     reg("flowtape.stepper.rerunActor", () => this.rerunActor());
     reg("flowtape.stepper.showDetail", (arg) => this.showDetail(true, arg));
-    reg("flowtape.view.refresh", () => this.refreshRuns());
+    reg("flowtape.view.refresh", () => (this.serverUp() ? this.refreshRuns() : undefined));
     reg("flowtape.view.restartServer", () => this.restart());
     reg("flowtape.view.select", async (arg) => {
       if (!(arg instanceof StepNode)) return;
@@ -570,6 +604,60 @@ class Flowtape implements vscode.Disposable {
     );
   }
 
+  /** A server command run from a code lens: its error said with what the server said, once (not
+   *  a second toast from the command's rejection). */
+  private async tryCommand(command: string, args: unknown[], next: (command: string, args: unknown[]) => unknown): Promise<unknown> {
+    try {
+      return await next(command, args);
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Flowtape: ${command}: ${errorText(e)}`);
+      return undefined;
+    }
+  }
+
+  /** Whether the server runs; if not, say so once a command needs it, with a way to restart it. */
+  private serverUp(): boolean {
+    if (this.ready()) return true;
+    void vscode.window
+      .showWarningMessage("Flowtape: the language server is not running.", "Restart Server", "Show Output")
+      .then((pick) => {
+        if (pick === "Restart Server") void this.restart();
+        else if (pick === "Show Output") this.output.show(true);
+      });
+    return false;
+  }
+
+  /** A server error the user must see, once (the same error again stays in the output channel). */
+  private tell(message: string): void {
+    if (this.told.has(message)) return;
+    this.told.add(message);
+    void vscode.window.showErrorMessage(`Flowtape: ${message}`);
+  }
+
+  /** Ask for the step to resume a run at (the run's last step offered); undefined if cancelled. */
+  private async askStep(runId: string): Promise<number | undefined> {
+    let total = this.store.run(runId)?.steps;
+    if (total === undefined) {
+      try {
+        total = (await this.request<GetStepsResult>(Methods.getSteps, { runId, from: 1, limit: 1 }))?.total;
+      } catch (e) {
+        this.tell(`run ${shortRunId(runId)}: ${errorText(e)}`);
+        return undefined;
+      }
+    }
+    const last = total ?? 0;
+    const value = await vscode.window.showInputBox({
+      title: `Resume run ${shortRunId(runId)} at step`,
+      prompt: `A step from 0 to ${last}: the steps up to it are replayed from the tape, the rest runs live`,
+      value: String(last),
+      validateInput: (text) => {
+        const n = Number(text.trim());
+        return /^\d+$/.test(text.trim()) && n <= last ? undefined : `a whole number from 0 to ${last}`;
+      },
+    });
+    return value === undefined ? undefined : Number(value.trim());
+  }
+
   log(line: string): void {
     this.output.appendLine(`[flowtape] ${line}`);
   }
@@ -581,6 +669,10 @@ class Flowtape implements vscode.Disposable {
     this.client = undefined;
     if (c) await c.stop(3000).catch(() => undefined);
   }
+}
+
+function isRunOnly(arg: unknown): arg is { runId: string } {
+  return !!arg && typeof arg === "object" && typeof (arg as { runId?: unknown }).runId === "string" && (arg as { step?: unknown }).step === undefined;
 }
 
 function errorText(e: unknown): string {

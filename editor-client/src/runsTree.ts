@@ -7,7 +7,10 @@ import { StepStore } from "./core/stepStore";
 import type { RunInfo, StepInfo } from "./core/protocol";
 import { runDescription, runIconKind, runLabel, stepDescription, stepIconKind, stepLabel } from "./core/format";
 
-export type Node = RunNode | StepNode;
+export type Node = RunNode | StepNode | NoteNode;
+
+/** A run's rows stop here: VS Code asks for every row again at each change of a streaming run. */
+export const MAX_STEP_ROWS = 1000;
 
 export class RunNode {
   readonly kind = "run" as const;
@@ -17,6 +20,12 @@ export class RunNode {
 export class StepNode {
   readonly kind = "step" as const;
   constructor(readonly runId: string, readonly step: number) {}
+}
+
+/** A line under a run that is no step: why its steps cannot be shown, or how many are left out. */
+export class NoteNode {
+  readonly kind = "note" as const;
+  constructor(readonly runId: string, readonly text: string, readonly error: boolean) {}
 }
 
 export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
@@ -84,19 +93,33 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
   }
 
   getParent(node: Node): Node | undefined {
-    return node.kind === "step" ? this.runNode(node.runId) : undefined;
+    return node.kind === "run" ? undefined : this.runNode(node.runId);
   }
 
   async getChildren(node?: Node): Promise<Node[]> {
     if (!node) return this.visibleRuns().map((r) => this.runNode(r.runId));
-    if (node.kind === "step") return [];
-    if (!this.store.isLive(node.runId) && !this.store.complete(node.runId)) {
+    if (node.kind !== "run") return [];
+    if (!this.store.isLive(node.runId) && !this.store.complete(node.runId) && !this.store.error(node.runId)) {
       await this.loadSteps(node.runId);
     }
-    return this.store.steps(node.runId).map((s) => this.stepNode(node.runId, s.step));
+    const error = this.store.error(node.runId);
+    if (error) return [new NoteNode(node.runId, error, true)];
+    const total = this.store.loadedCount(node.runId);
+    const first = Math.max(1, total - MAX_STEP_ROWS + 1); // the latest steps; the stepper reaches the rest
+    const rows: Node[] = [];
+    if (first > 1) rows.push(new NoteNode(node.runId, `… ${first - 1} earlier steps (Go to Step… reaches them)`, false));
+    for (let n = first; n <= total; n++) rows.push(this.stepNode(node.runId, n));
+    return rows;
   }
 
   getTreeItem(node: Node): vscode.TreeItem {
+    if (node.kind === "note") {
+      const item = new vscode.TreeItem(node.text, vscode.TreeItemCollapsibleState.None);
+      item.iconPath = new vscode.ThemeIcon(node.error ? "error" : "ellipsis");
+      item.tooltip = node.text;
+      if (!node.error) item.command = { command: "flowtape.stepper.goTo", title: "Go to Step…" };
+      return item;
+    }
     if (node.kind === "run") {
       const run = this.store.run(node.runId);
       if (!run) return new vscode.TreeItem(node.runId);

@@ -33,6 +33,10 @@ export interface StoreOptions {
 export class StepStore {
   private runList: RunInfo[] = [];
   private readonly stepsByRun = new Map<string, StepInfo[]>();
+  /** Per run, how many steps from step 1 are loaded without a hole (kept, not counted each time). */
+  private readonly contiguous = new Map<string, number>();
+  /** Per run, why its steps cannot be had (a damaged tape, a run gone): shown instead of steps. */
+  private readonly errors = new Map<string, string>();
   private readonly live = new Set<string>();
   private readonly pending = new Map<string, StepInfo[]>();
   private pendingCount = 0;
@@ -80,6 +84,27 @@ export class StepStore {
       return { ...r };
     });
     this.emit({ runs: true, steps: new Set() });
+  }
+
+  /** The server went away (or came back): no run streams to this client any more. */
+  resetLive(): void {
+    this.flush();
+    this.live.clear();
+    this.emit({ runs: true, steps: new Set() });
+  }
+
+  /** Why the steps of a run cannot be had, said by the server; cleared by `clearError`. */
+  setError(runId: string, message: string): void {
+    this.errors.set(runId, message);
+    this.emit({ runs: false, steps: new Set([runId]) });
+  }
+
+  clearError(runId: string): void {
+    if (this.errors.delete(runId)) this.emit({ runs: false, steps: new Set([runId]) });
+  }
+
+  error(runId: string): string | undefined {
+    return this.errors.get(runId);
   }
 
   /** `flowtape/runStarted`: the run exists and is live. */
@@ -190,6 +215,9 @@ export class StepStore {
       if (!Number.isInteger(s.step) || s.step < 1) continue;
       list[s.step - 1] = s;
     }
+    let n = this.contiguous.get(runId) ?? 0;
+    while (n < list.length && list[n] !== undefined) n++;
+    this.contiguous.set(runId, n);
   }
 
   /** Steps known for a run, in order (holes, if any page is missing, are skipped). */
@@ -204,11 +232,7 @@ export class StepStore {
 
   /** Number of contiguous steps loaded from step 1. */
   loadedCount(runId: string): number {
-    const list = this.stepsByRun.get(runId);
-    if (!list) return 0;
-    let n = 0;
-    while (n < list.length && list[n] !== undefined) n++;
-    return n;
+    return this.contiguous.get(runId) ?? 0;
   }
 
   /** The total the stepper moves over: steps known for the run. */
@@ -239,6 +263,8 @@ export class StepStore {
 
   forget(runId: string): void {
     this.stepsByRun.delete(runId);
+    this.contiguous.delete(runId);
+    this.errors.delete(runId);
     this.pending.delete(runId);
     this.live.delete(runId);
   }

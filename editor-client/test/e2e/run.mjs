@@ -469,6 +469,21 @@ async function main() {
     await screenshot("rerun-actor");
   }, { critical: false });
 
+  await stage("the ⟲ Resume at step… lens asks for the step and resumes there", async () => {
+    await focusEditor();
+    const lens = page.locator(".codelens-decoration a", { hasText: /Resume at step/ }).first();
+    await lens.waitFor({ timeout: 30000 });
+    await lens.click();
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 10000 });
+    const title = (await page.locator(".quick-input-widget").innerText()).replace(/\s+/g, " ");
+    check(/Resume run .* at step/.test(title), `the lens should ask for a step, shows ${JSON.stringify(title.slice(0, 120))}`);
+    await input.fill("2");
+    await page.keyboard.press("Enter");
+    await waitRows((rs) => rs.some((r) => /resumed from .* @ step 2\b/.test(r)), "a run resumed at step 2 from the lens", 45000);
+    await screenshot("lens-resume");
+  }, { critical: false });
+
   await stage("Show Step Details opens the detail panel", async () => {
     await focusEditor();
     await page.keyboard.press("Alt+End");

@@ -159,3 +159,39 @@ test("markDiverged flags the steps named by replayStopped", () => {
   store.markDiverged("r", [2]);
   assert.equal(n, before, "no event when nothing changes");
 });
+
+test("loadedCount counts the steps loaded from step 1 up to the first hole, as pages fill it", () => {
+  const store = new StepStore();
+  store.setRuns([run("r", { steps: 9 })]);
+  store.putSteps("r", [step(1), step(2), step(5), step(6)], 9);
+  assert.equal(store.loadedCount("r"), 2);
+  store.putSteps("r", [step(3), step(4)], 9);
+  assert.equal(store.loadedCount("r"), 6);
+  assert.equal(store.complete("r"), false);
+  store.putSteps("r", [step(7), step(8), step(9)], 9);
+  assert.equal(store.loadedCount("r"), 9);
+  assert.equal(store.complete("r"), true);
+});
+
+test("an error said for a run is kept until cleared, and tells the listeners", () => {
+  const store = new StepStore();
+  store.setRuns([run("r", { steps: 10 })]);
+  const changes: StoreChange[] = [];
+  store.onChange((c) => changes.push(c));
+  store.setError("r", "run r's tape is damaged: line 18: hash chain");
+  assert.equal(store.error("r"), "run r's tape is damaged: line 18: hash chain");
+  assert.deepEqual([...changes[0].steps], ["r"]);
+  store.clearError("r");
+  assert.equal(store.error("r"), undefined);
+});
+
+test("after the server went away no run stays running on the word of runStarted", () => {
+  const store = new StepStore();
+  store.runStarted({ runId: "r", workflow: "main", uri: "file:///w/flow.py", runDir: "/w/r" });
+  store.setRuns([run("r", { status: "failed", steps: 3 })]);
+  assert.equal(store.run("r")?.status, "running"); // live: the stream's word wins
+  store.resetLive();
+  store.setRuns([run("r", { status: "failed", steps: 3 })]);
+  assert.equal(store.isLive("r"), false);
+  assert.equal(store.run("r")?.status, "failed");
+});
