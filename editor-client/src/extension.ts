@@ -51,6 +51,7 @@ class Flowtape implements vscode.Disposable {
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   /** A run we asked for (resume/rerun) whose runStarted the stepper should follow. */
   private readonly follow = new Set<string>();
+  private detailAsked = 0;
   /** Server errors already shown, so that a damaged run says so once, not at every keypress. */
   private readonly told = new Set<string>();
 
@@ -106,6 +107,7 @@ class Flowtape implements vscode.Disposable {
   }
 
   async restart(): Promise<void> {
+    await this.starting?.catch(() => undefined); // a start under way finishes first: then it is redone
     const old = this.client;
     this.client = undefined;
     if (old) {
@@ -545,13 +547,27 @@ class Flowtape implements vscode.Disposable {
     }
     if (!this.store.isLive(runId) && !this.store.complete(runId)) await this.loadSteps(runId);
     const line = editor.selection.active.line;
-    const step = this.store.stepAtLine(runId, editor.document.uri.toString(), line, sameUri);
+    const step =
+      this.store.stepAtLine(runId, editor.document.uri.toString(), line, sameUri) ??
+      this.stepOfName(runId, editor.document.lineAt(line).text); // lines added above it since the run
     if (!step) {
       void vscode.window.showInformationMessage(`Flowtape: no actor of run ${shortRunId(runId)} is created on line ${line + 1}.`);
       return;
     }
     const result = await this.serverCommand<RunStartResult>(ServerCommands.rerunActor, { runId, actor: step.actor });
     if (result?.runId) this.followRun(result.runId);
+  }
+
+  /** The latest step of the actor that a line like `review = Review()` creates, by its name. */
+  private stepOfName(runId: string, text: string): StepInfo | undefined {
+    const name = /^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)/.exec(text)?.[1];
+    if (!name) return undefined;
+    const steps = this.store.steps(runId);
+    for (let i = steps.length - 1; i >= 0; i--) {
+      const leaf = steps[i].actor.split("/").pop() ?? "";
+      if (leaf === name || leaf.replace(/_\d+$/, "") === name) return steps[i];
+    }
+    return undefined;
   }
 
   private followRun(runId: string): void {
@@ -565,11 +581,12 @@ class Flowtape implements vscode.Disposable {
   private async showDetail(reveal = true, arg?: unknown): Promise<void> {
     const at = arg instanceof StepNode ? { runId: arg.runId, step: arg.step } : await this.stepFromArg(undefined);
     if (!at) return;
+    const asked = ++this.detailAsked; // answers may come back out of order: only the latest shows
     try {
       const detail = await this.request<StepDetail>(Methods.stepDetail, at);
-      if (detail) this.detail.show(detail, reveal);
+      if (detail && asked === this.detailAsked) this.detail.show(detail, reveal);
     } catch (e) {
-      void vscode.window.showErrorMessage(`Flowtape: step detail: ${errorText(e)}`);
+      if (asked === this.detailAsked) this.tell(`step detail: ${errorText(e)}`);
     }
   }
 
