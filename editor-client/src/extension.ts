@@ -601,7 +601,11 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.stepper.resume", (arg) => this.resume(arg));
     reg("flowtape.stepper.rerunActor", () => this.rerunActor());
     reg("flowtape.stepper.showDetail", (arg) => this.showDetail(true, arg));
-    reg("flowtape.view.refresh", () => (this.serverUp() ? this.refreshRuns() : undefined));
+    reg("flowtape.view.refresh", async (arg) => {
+      if (!this.serverUp()) return;
+      if (arg && typeof arg === "object" && "uri" in arg) await vscode.commands.executeCommand("flowtape.runs.focus"); // the "Runs (n)" lens
+      await this.refreshRuns();
+    });
     reg("flowtape.view.restartServer", () => this.restart());
     reg("flowtape.view.select", async (arg) => {
       if (!(arg instanceof StepNode)) return;
