@@ -260,3 +260,53 @@ def test_a_second_signal_while_a_tool_runs_stops_the_run_it_does_not_fail_it(tmp
     assert summary["status"] == "stopped" and "error" not in summary, summary
     assert b"exited with code" not in err
     verify(run_dir / "tape.jsonl", warn=False)
+
+
+# A signal that lands while the run writes its end (sealing the tape, then run.json), or while a
+# resume copies its source's records: simulated by signalling the process from inside those steps.
+WHILE_ENDING = '''
+import os, signal, sys
+from flowtape import trust, writer
+from flowtape.runner import execute
+from flowtape.loader import load_flow
+
+where, sig = sys.argv[1], getattr(signal, sys.argv[2])
+real_seal, real_copy = trust.seal_file, writer.TapeWriter.copy_prefix
+
+def seal_file(*args):
+    if where == "end":
+        os.kill(os.getpid(), sig)
+        os.kill(os.getpid(), sig)  # and a second one: it must not cut the end short either
+    return real_seal(*args)
+
+def copy_prefix(self, *args):
+    os.kill(os.getpid(), sig)
+    return real_copy(self, *args)
+
+trust.seal_file = seal_file
+writer.TapeWriter.copy_prefix = copy_prefix
+flow = load_flow(sys.argv[3], None)
+resume = sys.argv[4] if len(sys.argv) > 4 else None
+result = execute(flow, max_workers=1, runs_dir=".", run_id=sys.argv[5] if resume else "ended", resume_from=resume)
+print(result.status)
+'''
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_run_writes_its_end_or_copies_a_prefix_leaves_tape_and_run_json_agreeing(tmp_path, sig):
+    from flowtape.cli import main as cli_main
+
+    script = tmp_path / "ending.py"
+    script.write_text(WHILE_ENDING)
+    chain = str(Path(__file__).parent / "flows" / "chain.py")
+    done = subprocess.run([sys.executable, str(script), "end", sig, chain], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "succeeded"  # it had ended: the signals came too late to stop it
+    assert json.loads((tmp_path / "ended" / "run.json").read_text())["status"] == "succeeded"
+    assert cli_main(["verify", str(tmp_path / "ended")]) == 0
+    resumed = subprocess.run([sys.executable, str(script), "copy", sig, chain, str(tmp_path / "ended"), "again"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "stopped"  # asked to stop while copying: it stops right after
+    assert json.loads((tmp_path / "again" / "run.json").read_text())["status"] == "stopped"
+    assert cli_main(["verify", str(tmp_path / "again")]) == 0

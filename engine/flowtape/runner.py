@@ -121,6 +121,9 @@ class _Signals:
         self.engine = engine
         self.previous: dict[int, Any] = {}
         self.count = 0
+        # while a resume copies its prefix and while the run's end is written, a signal only asks:
+        # the tape and run.json must not be left half-told (the run stops at once after the copy)
+        self.shielded = False
 
     def __enter__(self) -> _Signals:
         if threading.current_thread() is threading.main_thread():
@@ -131,11 +134,18 @@ class _Signals:
     def _handle(self, signum: int, frame: Any) -> None:
         self.count += 1
         self.engine.stop_requested = True
+        if self.shielded:
+            return
         if self.count > 1 or signum == signal.SIGALRM:
             raise KeyboardInterrupt
         signal.setitimer(signal.ITIMER_REAL, STOP_GRACE)
         print(f"flowtape: stopping once the firings under way end (at most {STOP_GRACE:g} s; "
               "signal again to stop now)", file=sys.stderr, flush=True)
+
+    def shield(self) -> None:
+        self.shielded = True
+        if self.previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
     def __exit__(self, *exc: object) -> None:
         if self.previous:
@@ -236,27 +246,29 @@ def execute(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
         covered=plan.covered if plan else None, on_step=on_step, step_limit=max_steps,
     )
-    try:
-        if plan is not None and plan.snapshot is not None:
-            if writer is not None and plan.snapshot.block is not None:
-                writer.copy_prefix(*plan.snapshot.block)
-            elif writer is not None:
-                writer.copy_replayed(plan.snapshot.lines)
-            if writer is not None:
-                writer.follow(plan.snapshot.steps, plan.snapshot.round, plan.snapshot.states)
-            restore(engine, plan.snapshot)
-        else:
-            if plan is not None:
-                plan.install(net)
-            engine.seed({port: [item] for port, item in seeded.items()})
-    except TraceCorruption as exc:  # the recorded state holds a value that cannot be rebuilt
-        message = f"cannot resume from {plan.source if plan is not None else 'its tape'}: {exc}"
-        _abandon(engine, writer, run_dir, summary, message)
-        raise ResumeRefused(message) from None
-    interrupted = False
-    if plan is not None:
-        gc.freeze()  # the plan's long-lived entries: not worth re-scanning on every collection
-    with _Signals(engine):
+    with _Signals(engine) as signals:
+        signals.shield()
+        try:
+            if plan is not None and plan.snapshot is not None:
+                if writer is not None and plan.snapshot.block is not None:
+                    writer.copy_prefix(*plan.snapshot.block)
+                elif writer is not None:
+                    writer.copy_replayed(plan.snapshot.lines)
+                if writer is not None:
+                    writer.follow(plan.snapshot.steps, plan.snapshot.round, plan.snapshot.states)
+                restore(engine, plan.snapshot)
+            else:
+                if plan is not None:
+                    plan.install(net)
+                engine.seed({port: [item] for port, item in seeded.items()})
+        except TraceCorruption as exc:  # the recorded state holds a value that cannot be rebuilt
+            message = f"cannot resume from {plan.source if plan is not None else 'its tape'}: {exc}"
+            _abandon(engine, writer, run_dir, summary, message)
+            raise ResumeRefused(message) from None
+        signals.shielded = False  # (a signal during the copy asked already: the run stops at once)
+        interrupted = False
+        if plan is not None:
+            gc.freeze()  # the plan's long-lived entries: not worth re-scanning on every collection
         try:
             engine.run()
         except KeyboardInterrupt:
@@ -267,11 +279,12 @@ def execute(
                 interrupted = True
         except KeyboardInterrupt:  # a second signal while the last firings finish: end the tape now
             interrupted = True
+        signals.shield()  # from here the end is written: the tape, its seal and run.json, whole
         if interrupted:
             tools.stop_all()  # a tool a firing left running must not write into the run once it ended
-    if plan is not None:
-        gc.unfreeze()
-    result = _finish(engine, net, writer, run_dir, summary, interrupted)
+        if plan is not None:
+            gc.unfreeze()
+        result = _finish(engine, net, writer, run_dir, summary, interrupted)
     # (a parameter of the workflow function is no input: `def main(n=30)` builds with 30 whatever is given)
     result.warnings[:0] = [f"input {port!r} was given, but nothing in workflow {graph.name} is wired to it: its value was not used"
                            for port in seeded if not net.seeds.get(port)]
