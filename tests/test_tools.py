@@ -85,6 +85,21 @@ def test_with_shell_the_command_is_shell_syntax_and_values_stay_values(write_flo
     assert open(result.outputs["Out"][0]).read() == "HI; RM -RF NOTHING"  # one value, piped; timeout 0: none
 
 
+@pytest.mark.parametrize("shown", [False, True])
+def test_a_tool_is_done_when_it_exits_not_when_what_it_left_behind_closes_its_output(write_flow, tmp_path, shown):
+    """A tool that leaves a process in the background holding its stdout: the firing ends with
+    the tool (whose process group, that process included, is killed then), within its timeout."""
+    pids = tmp_path / "bg.pid"
+    flow = _one_tool("sh", ["-c", f"(sleep 300) & echo $! > {pids}; echo ok > {{out.Out}}"], timeout=20, inherit_stdio=shown)
+    result = execute(load_flow(write_flow(flow)), {"In": "x"}, runs_dir=tmp_path)
+    assert result.status == "succeeded", result.error
+    left = int(pids.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(left)
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:

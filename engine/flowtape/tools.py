@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import inspect
@@ -13,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import deque
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import IO, Any
@@ -137,29 +137,38 @@ def run_tool(
     return written
 
 
-def _output(proc: subprocess.Popen[str], timeout: float | None, shown: bool) -> tuple[str, str]:
-    """What the tool printed on stdout and stderr; with `shown`, each line also goes on to ours as
-    it comes (sys.stdout at the time: under `run --json` that is stderr), and only the last lines are kept."""
-    if not shown:
-        return proc.communicate(timeout=timeout)
-    kept: dict[str, deque[str]] = {"out": deque(maxlen=50), "err": deque(maxlen=50)}
+KEEP_CHARS = 64 << 10  # of what a tool prints, the end kept for its error message (a tail is said)
+PIPE_GRACE = 0.5  # once a tool exits, how long what it left in its pipes is still read
 
-    def forward(pipe: IO[str], key: str) -> None:
-        for line in pipe:
-            kept[key].append(line)
-            stream = sys.stdout if key == "out" else sys.stderr
-            with contextlib.suppress(ValueError, OSError):  # ours closed: the tool still runs to its end
-                stream.write(line)
-                stream.flush()
+
+def _output(proc: subprocess.Popen[str], timeout: float | None, shown: bool) -> tuple[str, str]:
+    """The end of what the tool printed on stdout and stderr (its whole output is never held);
+    with `shown`, all of it also goes on to ours as it comes (sys.stdout at the time: under
+    `run --json` that is stderr). The firing ends when the tool exits, not when its pipes close: a
+    process it left in the background with them does not hold the run (its group is killed next)."""
+    kept = {"out": "", "err": ""}
+
+    def pump(pipe: IO[str], key: str) -> None:
+        stream = sys.stdout if key == "out" else sys.stderr
+        raw = pipe.buffer  # type: ignore[attr-defined]  # (bytes as they come: read1 does not wait for a line)
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with contextlib.suppress(ValueError, OSError):  # the pipe closed under us: the tool is done
+            while data := raw.read1(1 << 16):
+                chunk = text.decode(data)
+                kept[key] = (kept[key] + chunk)[-KEEP_CHARS:]
+                if shown:
+                    with contextlib.suppress(ValueError, OSError):  # ours closed: the tool still runs to its end
+                        stream.write(chunk)
+                        stream.flush()
 
     assert proc.stdout is not None and proc.stderr is not None
-    pumps = [threading.Thread(target=forward, args=(pipe, key), daemon=True) for pipe, key in ((proc.stdout, "out"), (proc.stderr, "err"))]
-    for pump in pumps:
-        pump.start()
+    pumps = [threading.Thread(target=pump, args=(pipe, key), daemon=True) for pipe, key in ((proc.stdout, "out"), (proc.stderr, "err"))]
+    for pump_thread in pumps:
+        pump_thread.start()
     proc.wait(timeout=timeout)
-    for pump in pumps:
-        pump.join()
-    return "".join(kept["out"]), "".join(kept["err"])
+    for pump_thread in pumps:
+        pump_thread.join(PIPE_GRACE)
+    return kept["out"], kept["err"]
 
 
 def function_tool(fn: Callable[..., Any], config: ToolConfig) -> Callable[..., subprocess.CompletedProcess[str]]:
