@@ -28,6 +28,7 @@ class TapeSeal(msgspec.Struct):
 
     bytes: int
     mac: str
+    mtime: int = 0  # the file's modification time (ns) when sealed: 0 in seals from before it was kept
 
 
 def _key_path() -> Path:
@@ -93,9 +94,23 @@ def _file_seal(path: Path) -> TapeSeal | None:
             while chunk := fh.read(8 << 20):
                 mac.update(chunk)
                 size += len(chunk)
+            mtime = os.fstat(fh.fileno()).st_mtime_ns
     except OSError:
         return None
-    return TapeSeal(size, mac.hexdigest())
+    return TapeSeal(size, mac.hexdigest(), mtime)
+
+
+def looks_sealed(path: Path, seal: TapeSeal | None) -> bool:
+    """Whether the tape has the size and modification time it had when sealed: most likely the
+    sealed tape, told by one stat. Only a hint (a copy keeps both, an edit may restore them):
+    whoever acts on it must still check the tape (file_sealed, or a full verify)."""
+    if seal is None or not seal.mtime:
+        return False
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return False
+    return stat.st_size == seal.bytes and stat.st_mtime_ns == seal.mtime
 
 
 def seals(data: bytes, seal: TapeSeal | None) -> bool:

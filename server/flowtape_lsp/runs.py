@@ -19,6 +19,7 @@ from flowtape.errors import ErrorReport, TraceCorruption
 from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, valid_run_id
 from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Step
+from flowtape.trust import looks_sealed
 from flowtape.verify import check_run
 
 from . import progress
@@ -143,15 +144,25 @@ class RunManager:
         stamp = (stat.st_size, stat.st_mtime_ns)
         async with run.checking:
             if run.verdict is None or run.verdict[0] != stamp:
-                try:
-                    await asyncio.to_thread(check_run, run.run_dir)
+                summary = read_summary(run.run_dir)
+                if summary is not None and looks_sealed(run.index.path, summary.tape):
+                    # most likely the sealed tape (one stat): answer now, and check it meanwhile
+                    # (a keyed digest of a big tape takes a while); a tape that fails is refused from then on
                     run.verdict = (stamp, None)
-                except TraceCorruption as exc:
-                    run.verdict = (stamp, str(exc))
-                except OSError:
-                    return  # gone or unreadable meanwhile: what reads it says so
-        if run.verdict[1] is not None:
+                    self._spawn(self._check(run, stamp))
+                else:
+                    await self._check(run, stamp)
+        if run.verdict is not None and run.verdict[1] is not None:
             raise P.damaged(run.run_id, run.verdict[1])
+
+    async def _check(self, run: Run, stamp: tuple[int, int]) -> None:
+        try:
+            await asyncio.to_thread(check_run, run.run_dir)
+            run.verdict = (stamp, None)
+        except TraceCorruption as exc:
+            run.verdict = (stamp, str(exc))
+        except OSError:
+            pass  # gone or unreadable meanwhile: what reads it says so
 
     async def ready(self, run: Run, until_step: int | None = None) -> TapeIndex:
         """The run's index, read up to what is on disk now (or, for a finished run, at least up to

@@ -155,3 +155,29 @@ async def test_a_step_past_a_live_run_is_out_of_range_so_far(client: LanguageCli
         assert err.code == NOT_FOUND and "out of range" in err.message and err.message.endswith("so far (the run is still going)")
     await command(client, "flowtape.stop", {"runId": run["runId"]})
     assert (await col.finished(run["runId"]))["status"] == "stopped"
+
+
+async def test_a_sealed_looking_tape_is_still_checked_and_refused_once_found_edited(client: LanguageClient, workspace: Path) -> None:
+    """A tape with the size and time it had when sealed is answered at once (a keyed digest of a
+    big tape takes a while) and checked meanwhile: an edit that kept both is refused from then on."""
+    import asyncio
+    import os
+
+    flow = write_flow(workspace, "count.py", count_flow(50))
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await collector(client).finished(run["runId"])
+    tape = Path(run["runDir"]) / "tape.jsonl"
+    data, stat = tape.read_bytes(), tape.stat()
+    at = data.index(b",[", data.index(b'"produced":[[')) + 2
+    tape.write_bytes(data[:at] + (b"7" if data[at : at + 1] != b"7" else b"8") + data[at + 1 :])  # same size
+    os.utime(tape, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same time
+    params = {"runId": run["runId"], "step": 1}
+    for _ in range(100):
+        try:
+            await request(client, "flowtape/stepDetail", params)
+        except JsonRpcException as exc:
+            assert exc.code == -32003 and "hash chain" in exc.message
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the edited tape was never refused")
