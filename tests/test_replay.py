@@ -1037,3 +1037,16 @@ def test_a_static_loop_whose_items_changed_is_replayed_to_the_change_at_every_st
         assert step < 4 or [(d.actor, d.fireCount) for d in after.replay_stopped][:1] == [("t", 2)], (step, after.replay_stopped)
     same = execute(_loop_flow([1, 2, 3]), max_workers=1, runs_dir=tmp_path, resume_from="was")
     assert same.outputs == before.outputs and not same.replay_stopped
+
+
+def test_what_the_header_tells_of_static_loops_is_cheap_and_never_uses_up_an_iterator():
+    from flowtape.network import build_network
+
+    def told(items):  # type: ignore[no-untyped-def]
+        return dict(replay.statics_of(build_network(_loop_flow(items).build())))["lp"]
+
+    assert told(range(10**9)) == told(range(10**9)) != told(range(10**9 - 1))  # by its bounds, not its items
+    assert told([1, 2, 3]) == told((1, 2, 3)) != told([1, 9, 3])
+    assert told(list(range(replay.STATIC_ITEMS_TOLD + 1))) == ""  # too many to digest at each start
+    items = iter([1, 2, 3])
+    assert told(items) == "" and list(items) == [1, 2, 3]  # an iterator is the run's, not looked at

@@ -107,6 +107,9 @@ def shape_of(net: Network) -> tuple[list[ActorInfo], list[str]]:
     return actors, [q.id for q in net.queues]
 
 
+STATIC_ITEMS_TOLD = 100_000  # a static loop over more items is not digested at every run's start
+
+
 def statics_of(net: Network) -> list[tuple[str, str]]:
     """The flow's static loop items and if conditions, by digest (Header.statics): a loop over a
     collection by its items, one over an iterator (which a look would use up) as ""."""
@@ -120,9 +123,13 @@ def statics_of(net: Network) -> list[tuple[str, str]]:
             continue
         told = ""
         try:
-            if a.kind != "loop" or iter(value) is not value:  # an iterator (a generator): one pass only, the run's
-                told = digest_values([list(value) if a.kind == "loop" else value])
-        except Exception:  # noqa: BLE001 - NotEncodable, or whatever a user's iterable raises: not told
+            if a.kind == "if":
+                told = digest_values([value])
+            elif isinstance(value, range):  # told by its bounds, not its (maybe ten million) items
+                told = digest_values([["range", value.start, value.stop, value.step]])
+            elif iter(value) is not value and len(value) <= STATIC_ITEMS_TOLD:  # (an iterator: one pass only, the run's)
+                told = digest_values([list(value)])
+        except Exception:  # noqa: BLE001 - NotEncodable, no len(), or whatever a user's iterable raises: not told
             pass
         found.append((a.path, told))
     return found
