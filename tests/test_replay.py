@@ -1050,3 +1050,5 @@ def test_what_the_header_tells_of_static_loops_is_cheap_and_never_uses_up_an_ite
     assert told(list(range(replay.STATIC_ITEMS_TOLD + 1))) == ""  # too many to digest at each start
     items = iter([1, 2, 3])
     assert told(items) == "" and list(items) == [1, 2, 3]  # an iterator is the run's, not looked at
+    words = {"alpha", "beta", "gamma", "delta"}
+    assert told(words) == told(set(sorted(words, reverse=True))) != ""  # not by its order of the day

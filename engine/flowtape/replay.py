@@ -123,10 +123,12 @@ def statics_of(net: Network) -> list[tuple[str, str]]:
             continue
         told = ""
         try:
-            if a.kind == "if":
-                told = digest_values([value])
+            if a.kind == "if":  # its truth too: what picks the branch (an object's __bool__ need not be saved)
+                told = digest_values([[bool(value), value]])
             elif isinstance(value, range):  # told by its bounds, not its (maybe ten million) items
                 told = digest_values([["range", value.start, value.stop, value.step]])
+            elif isinstance(value, (set, frozenset)):  # sorted as encoded: its order differs from process to process
+                told = digest_values([value]) if len(value) <= STATIC_ITEMS_TOLD else ""
             elif iter(value) is not value and len(value) <= STATIC_ITEMS_TOLD:  # (an iterator: one pass only, the run's)
                 told = digest_values([list(value)])
         except Exception:  # noqa: BLE001 - NotEncodable, no len(), or whatever a user's iterable raises: not told

@@ -153,8 +153,11 @@ def _output(proc: subprocess.Popen[str], timeout: float | None, shown: bool) -> 
         raw = pipe.buffer  # type: ignore[attr-defined]  # (bytes as they come: read1 does not wait for a line)
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         with contextlib.suppress(ValueError, OSError):  # the pipe closed under us: the tool is done
-            while data := raw.read1(1 << 16):
-                chunk = text.decode(data)
+            while True:
+                data = raw.read1(1 << 16)
+                chunk = text.decode(data, final=not data)  # (at the end: a cut character as U+FFFD)
+                if not data and not chunk:
+                    break
                 kept[key] = (kept[key] + chunk)[-KEEP_CHARS:]
                 if shown:
                     with contextlib.suppress(ValueError, OSError):  # ours closed: the tool still runs to its end

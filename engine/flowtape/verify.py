@@ -458,10 +458,11 @@ def verify_run(run_dir: Path, warn: bool = True, progress: Callable[[int, int], 
     return tape, rebuild
 
 
-def check_run(run_dir: Path) -> None:
+def check_run(run_dir: Path) -> int:
     """Raise TraceCorruption unless the run's tape is sound: byte for byte the one its writer
-    sealed on this machine (trust.py: no second look), or one that verifies in full."""
+    sealed on this machine (trust.py: no second look), or one that verifies in full. Returns how
+    many steps it holds."""
     summary = read_summary(run_dir)
     if summary is not None and summary.tape is not None and trust.file_sealed(run_dir / TAPE, summary.tape):
-        return
-    verify_run(run_dir, warn=False)
+        return summary.steps
+    return verify_run(run_dir, warn=False)[1].step

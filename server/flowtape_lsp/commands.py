@@ -68,6 +68,8 @@ def _recorded_steps(run: Run, read: int) -> int:
 
     if run.index.read_through():
         return read
+    if run.checked_steps is not None:  # counted when the tape was checked (a killed run: run.json says running)
+        return max(read, run.checked_steps)
     summary = read_summary(run.run_dir)
     return max(read, summary.steps) if summary is not None and summary.status != "running" else read
 

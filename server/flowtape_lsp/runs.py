@@ -76,6 +76,7 @@ class Run:
     family: Family = field(default_factory=dict)  # what the flow had started when it was stopped
     # whether the finished tape is sound, for the file as it was then (size, mtime): None, or why not
     verdict: tuple[tuple[int, int], str | None] | None = None
+    checked_steps: int | None = None  # how many steps the checked tape holds (a killed run's run.json cannot say)
     checking: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -157,7 +158,7 @@ class RunManager:
 
     async def _check(self, run: Run, stamp: tuple[int, int]) -> None:
         try:
-            await asyncio.to_thread(check_run, run.run_dir)
+            run.checked_steps = await asyncio.to_thread(check_run, run.run_dir)
             run.verdict = (stamp, None)
         except TraceCorruption as exc:
             run.verdict = (stamp, str(exc))
