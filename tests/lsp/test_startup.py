@@ -37,7 +37,26 @@ def workspace(tmp_path: Path) -> Path:
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     assert json.loads((runs / "killed" / "run.json").read_text())["status"] == "running"
+    # and a long one, killed at its very end (as it is written: no end record, run.json says running)
+    big = write_flow(root, "long.py", count_flow(6000))
+    subprocess.run([sys.executable, "-m", "flowtape", "run", str(big), "--run-id", "long", "--runs-dir", str(runs)],
+                   cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    lines = (runs / "long" / "tape.jsonl").read_bytes().splitlines(keepends=True)
+    (runs / "long" / "tape.jsonl").write_bytes(b"".join(lines[:-1]))
+    summary = json.loads((runs / "long" / "run.json").read_text())
+    for field in ("tape", "finishedAt", "outputs"):
+        summary.pop(field, None)
+    (runs / "long" / "run.json").write_text(json.dumps({**summary, "status": "running", "pid": child.pid}))  # a pid gone
     return root
+
+
+async def test_a_long_killed_run_says_its_whole_step_count_from_the_first_page(client: LanguageClient, workspace: Path) -> None:
+    """Only its tape can tell a killed run's steps (run.json says running): the first page, asked
+    before the rest of the tape is read, already says them all, as the tape is checked (and
+    counted) in full before the first answer about it."""
+    page = await request(client, "flowtape/getSteps", {"runId": "long", "from": 1, "limit": 10})
+    assert [s["step"] for s in page["steps"]] == list(range(1, 11))
+    assert page["total"] == 12_000 and page["live"] is False
 
 
 async def test_a_run_killed_unwatched_is_reported_left_alone_and_can_be_resumed(client: LanguageClient, workspace: Path) -> None:
