@@ -133,4 +133,3 @@ async def test_a_tape_cut_to_its_header_is_not_taken_for_the_run_its_run_json_te
     with pytest.raises(JsonRpcException) as info:
         await request(client, "flowtape/getSteps", {"runId": "cut", "from": 1, "limit": 5})
     assert info.value.code == -32003 and "says the run succeeded after 10 steps (the tape holds 0): it was cut short" in info.value.message
-
