@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from itertools import islice
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -118,6 +119,18 @@ def _unreadable(run: Run, exc: Exception) -> Exception:
     return P.damaged(run.run_id, exc)
 
 
+def _default_workflow(path: Path) -> str:
+    """The workflow `flowtape run` picks without --workflow, as the file's text shows it: `main`,
+    else the last `@workflow` (a guess for listing only: the run's header has the last word)."""
+    from .codelens import find_workflows
+
+    try:
+        names = [w.name for w in find_workflows(path.read_text(encoding="utf-8", errors="replace"))]
+    except OSError:
+        return ""
+    return "main" if "main" in names else (names[-1] if names else "")
+
+
 def register(server: FlowtapeServer) -> None:
     manager = server.manager
 
@@ -126,6 +139,8 @@ def register(server: FlowtapeServer) -> None:
         params = P.command_params(args, P.RunParams)
         path = flow_path(params.uri, server.root)
         run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers)
+        if not run.workflow:  # listed by the name the flow will most likely run, until its tape's header says
+            run.workflow = _default_workflow(path)
         return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
 
     @server.command(P.CMD_RESUME)

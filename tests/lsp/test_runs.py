@@ -307,3 +307,13 @@ async def test_a_state_written_as_edits_is_shown_and_resumed_whole(client: Langu
     assert (await col.finished(resumed["runId"]))["status"] == "succeeded"
     _, rebuild = verify(Path(resumed["runDir"]) / "tape.jsonl")
     assert rebuild.states["newest"] == verify(Path(started["runDir"]) / "tape.jsonl")[1].states["newest"]
+
+
+async def test_a_run_started_without_a_workflow_is_listed_by_the_one_it_runs(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "boom.py", count_flow(3) + "\nraise RuntimeError('the flow cannot load')\n")
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})  # no workflow: `main`, the file's
+    listed = [r for r in (await request(client, "flowtape/runs", {}))["runs"] if r["runId"] == run["runId"]]
+    assert listed[0]["workflow"] == "main"
+    assert (await collector(client).finished(run["runId"]))["status"] == "failed"  # before it had a header
+    listed = [r for r in (await request(client, "flowtape/runs", {}))["runs"] if r["runId"] == run["runId"]]
+    assert listed[0]["workflow"] == "main"
