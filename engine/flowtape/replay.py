@@ -320,10 +320,10 @@ def _verified_plan(
         header = tape.header
         check_header(header)
         check_chain(tape)
-        check_not_cut_short(read_summary(run_dir), tape, sum(isinstance(line.record, Step) for line in tape.lines))
+        steps = [line.record for line in tape.lines if isinstance(line.record, Step)]
+        check_not_cut_short(read_summary(run_dir), tape, len(steps))
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
-    steps = [line.record for line in tape.lines if isinstance(line.record, Step)]
     at_step = _check_resumable(header, net, workflow, at_step, len(steps))
     tops = {(s.actor, s.fireCount) for s in steps[:at_step]}
     kinds = {a.path: a.kind for a in header.actors}

@@ -377,7 +377,7 @@ def check_header(header: Header) -> None:
     if not valid_run_id(header.runId):
         raise TraceCorruption(f"the header's run id {header.runId!r} is no run id", 1, "a well-formed header")
     if not 0 <= header.maxWorkers <= MAX_WORKERS:  # (0: a tape from before it was recorded)
-        raise TraceCorruption(f"the header's maxWorkers {header.maxWorkers} is not from 1 to {MAX_WORKERS}", 1, "a well-formed header")
+        raise TraceCorruption(f"the header's maxWorkers {header.maxWorkers} is not from 0 (not recorded) to {MAX_WORKERS}", 1, "a well-formed header")
     if (header.resumedFrom is None) != (header.resumedAtStep is None) or (header.resumedAtStep or 0) < 0:
         raise TraceCorruption(
             f"the header says resumedFrom {header.resumedFrom!r} at step {header.resumedAtStep!r}: a resumed run has both, "
