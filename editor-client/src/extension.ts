@@ -238,7 +238,7 @@ class Flowtape implements vscode.Disposable {
     try {
       return (await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: [params] })) as R;
     } catch (e) {
-      void vscode.window.showErrorMessage(`Flowtape: ${command}: ${errorText(e)}`);
+      this.commandFailed(command, e);
       return undefined;
     }
   }
@@ -631,9 +631,13 @@ class Flowtape implements vscode.Disposable {
     try {
       return await next(command, args);
     } catch (e) {
-      void vscode.window.showErrorMessage(`Flowtape: ${command}: ${errorText(e)}`);
+      this.commandFailed(command, e);
       return undefined;
     }
+  }
+
+  private commandFailed(command: string, e: unknown): void {
+    void vscode.window.showErrorMessage(`Flowtape: ${command}: ${errorText(e)}`);
   }
 
   /** Whether the server runs; if not, say so once a command needs it, with a way to restart it. */
