@@ -322,6 +322,9 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
     off1 = min(chain1.get("flowtape", {}).get("tape_off_s") or [0]) or None
     cost_off = off1 / n1 * 1e6 if n1 and off1 else None
     cost_rec = (on1 - off1) / n1 * 1e6 if n1 and on1 and off1 else None
+    floor = recorder_floor(b, n1)
+    data["recorder_floor_us"] = floor
+    floor_pct = floor / cost_off * 100 if floor and cost_off else None
     tape_notes = [
         f"same flows and sizes as above, tape on and off alternated in one process, {reps} runs each;"
         " overhead from the best times (median-based beside it).",
@@ -329,6 +332,9 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
         f"chain, 1 worker, as measured here: a firing costs {fmt(cost_off, '.1f')} us untaped and recording it"
         f" {fmt(cost_rec, '.1f')} us more (a firing record and a step record: encode, digest, hash chain, one"
         " write). 'chain, 0.2 ms/firing': the same chain whose actors each wait 0.2 ms.",
+        f"floor (bench/floor.py): writing those two records alone, with Flowtape's structs and hash chain and"
+        f" no engine around them, costs {fmt(floor, '.1f')} us a firing here, {fmt(floor_pct, '.0f', '%')} of an"
+        " untaped firing: no recorder in Python meets the target on actors that do nothing.",
     ]
     return [
         table("1. Engine speed: Flowtape vs wfpy 1.1.0 (firings/s)",
@@ -338,6 +344,20 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
               ["flow", "workers", "firings", "tape on", "tape off", "overhead", "overhead med", "target"],
               rows_tape, tape_notes),
     ]
+
+
+def recorder_floor(b: Bench, firings: int) -> float | None:
+    """bench/floor.py's figure, in a child of Flowtape's interpreter (microseconds per firing)."""
+    if not firings:
+        return None
+    log("recorder floor (bench/floor.py)")
+    out = subprocess.run([b.py["flowtape"] or sys.executable, str(BENCH / "floor.py"), str(firings)],
+                         capture_output=True, text=True, timeout=600)
+    try:
+        return float(out.stdout.split()[0])
+    except (IndexError, ValueError):
+        log(f"recorder floor failed: {out.stderr.strip()[-500:]}")
+        return None
 
 
 # ---- 3 + 4: tape size and resume --------------------------------------------------------------------
