@@ -204,6 +204,8 @@ def register(server: FlowtapeServer) -> None:
             raise _unreadable(run, exc) from None
 
     async def _get_steps(run: Run, p: P.GetStepsParams) -> Any:
+        if p.from_ == 1 and manager.starting(run):  # no steps yet, and no failure either: an empty first page
+            return P.GetStepsResult(runId=run.run_id, steps=[], total=0, live=True).to_json()
         if not run.live and not run.index.finished and p.from_ > run.index.steps:
             # a page of a finished run beyond what was read: bisect the file rather than read it all
             index = await manager.ready(run, until_step=1)

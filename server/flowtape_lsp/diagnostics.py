@@ -184,10 +184,7 @@ class Diagnostics:
         """Check a flow file: its syntax (the open editor's text, as typed), then, when that is
         what is saved, whether it loads and builds (in a child process). `delay`: after typing."""
         path = uri_to_path(uri)
-        try:
-            if path is None or path.suffix != ".py" or not path.is_file():
-                return
-        except OSError:  # a name the file system refuses: not a flow
+        if path is None or path.suffix != ".py":
             return
         previous = self._checks.pop(uri, None)
         if previous is not None:
@@ -200,15 +197,17 @@ class Diagnostics:
         if delay:
             await asyncio.sleep(delay)  # a newer change cancels this one
         try:
-            saved = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return
+            saved: str | None = path.read_text(encoding="utf-8", errors="replace")
+        except (OSError, ValueError):  # gone (deleted, renamed), or a name no file can have
+            saved = None
         doc = self.server.workspace.text_documents.get(unquote(uri))
         text = doc.source if doc is not None else saved
-        if "flowtape" not in text:  # not a flow file (any more): nothing to import, nothing to report
-            if self.load.pop(uri, None) or self.syntax.pop(uri, None):
+        if text is None or "flowtape" not in text:  # no flow (any more): nothing to import, nothing to report
+            if [self.load.pop(uri, None), self.syntax.pop(uri, None)] != [None, None]:
                 self.publish({uri})
             return
+        if saved is None and self.load.pop(uri, None) is not None:
+            self.publish({uri})  # the file that failed to load is gone: only the editor's text is left
         syntax = await asyncio.to_thread(_syntax_error, text, str(path))
         if (self.syntax.get(uri) or None) != ([syntax] if syntax else None):
             self.syntax[uri] = [syntax] if syntax else []

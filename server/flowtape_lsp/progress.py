@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from .server import FlowtapeServer
 
 EVERY = 0.1  # seconds between two reports
+# How long a run waits for the client to create its progress token. Long: a burst of runs can keep
+# this server's own loop busy for seconds before the answer is read.
+CREATE_WAIT = 60.0
 
 
 async def begin(server: FlowtapeServer, run: Run) -> None:
@@ -22,10 +25,12 @@ async def begin(server: FlowtapeServer, run: Run) -> None:
         return
     token = f"flowtape-run-{run.run_id}"
     run.progress_token = token
-    try:
-        await asyncio.wait_for(server.work_done_progress.create_async(token), 5.0)
-    except Exception:  # noqa: BLE001 - a client that refuses or never answers: no progress bar
-        run.progress_token = None
+    created = asyncio.ensure_future(server.work_done_progress.create_async(token))
+    # Never cancelled: pygls would fail on the client's late answer to a request cancelled here.
+    created.add_done_callback(lambda f: f.cancelled() or f.exception())  # (a refusal is no failure)
+    await asyncio.wait({created}, timeout=CREATE_WAIT)
+    if not created.done() or created.cancelled() or created.exception() is not None:
+        run.progress_token = None  # refused or never answered: no progress bar
         return
     server.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
         title=f"Flowtape: {run.workflow or Path(run.uri).name or run.run_id}", cancellable=True,

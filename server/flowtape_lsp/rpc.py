@@ -24,12 +24,15 @@ from pygls.protocol import (
     default_converter,
 )
 
-from .protocol import RunNotFound, TapeDamaged
+from .protocol import CMD_RERUN_ACTOR, CMD_RESUME, CMD_RUN, RunNotFound, TapeDamaged
 
 logger = logging.getLogger("flowtape_lsp")
 
 # answered before `initialize` too (the spec's own exceptions)
 _ANY_TIME = {lsp.INITIALIZE, lsp.EXIT}
+# Commands that start a run: once asked for, the run is started and its id answered, cancelled or
+# not (a cancel cut into the launch would start the run anyway, and tell the client it did not).
+_STARTS_RUN = {CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR}
 
 
 def raw_converter() -> cattrs.Converter:
@@ -87,6 +90,16 @@ class NotARequest:
 
 class FlowtapeProtocol(LanguageServerProtocol):
     initialized = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._uncancellable: set[Any] = set()  # ids of requests that start runs
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        if msg_id in self._uncancellable:
+            logger.info("request %s starts a run: it is answered with the run, not cancelled", msg_id)
+            return
+        super()._handle_cancel_notification(msg_id)
 
     def answer(self, msg_id: Any, error: Any) -> None:
         """An error response, with `"id": null` when the message's id is unknown, as JSON-RPC asks."""
@@ -169,10 +182,13 @@ class FlowtapeProtocol(LanguageServerProtocol):
         if method == lsp.TEXT_DOCUMENT_DID_CHANGE and unquote(message.params.text_document.uri) not in self.workspace.text_documents:
             logger.warning("ignored didChange of %s: it was never opened", message.params.text_document.uri)
             return  # (pygls would fail on it and pop up "Error in server")
+        if method == lsp.WORKSPACE_EXECUTE_COMMAND and getattr(message.params, "command", None) in _STARTS_RUN:
+            self._uncancellable.add(message.id)
         super().handle_message(message)
 
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
         # A handler that refuses a client's mistake answers with the error; that is no server failure.
+        self._uncancellable.discard(msg_id)
         exc = None if future.cancelled() else future.exception()
         if isinstance(exc, (JsonRpcInvalidParams, RunNotFound, TapeDamaged)):
             self._request_futures.pop(msg_id, None)

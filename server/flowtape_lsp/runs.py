@@ -179,9 +179,18 @@ class RunManager:
         if run.index.header is None and run.index.corrupt is not None:
             raise P.damaged(run.run_id, run.index.corrupt)
         if run.index.header is None:
+            if self.starting(run):
+                raise P.not_found(f"run {run.run_id} is starting: it has no steps yet")
+            if run.status == "stopped":
+                raise P.not_found(f"run {run.run_id} was stopped before it started, so it has no steps")
             why = run.error or "no tape was written"
             raise P.not_found(f"run {run.run_id} failed before it started, so it has no steps: {why}")
         return run.index
+
+    @staticmethod
+    def starting(run: Run) -> bool:
+        """A live run whose process has not written its tape's header yet (it imports the flow)."""
+        return run.live and not run.finished and run.index.header is None and run.index.corrupt is None
 
     @staticmethod
     def _never_started(run: Run) -> bool:
