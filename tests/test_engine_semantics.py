@@ -188,6 +188,27 @@ def test_each_run_builds_fresh_instances():
     assert _run(two_accumulators).outputs == _run(two_accumulators).outputs
 
 
+@workflow
+def made_in_a_for_loop():
+    for i in range(3):
+        w = Src(values=[i])
+        connect(w.Out, "Out")
+    w = Src(values=[3])  # and once more, the same name after the loop
+    connect(w.Out, "Out")
+    w_1 = Src(values=[4])  # a name the numbering must step over
+    connect(w_1.Out, "Out")
+
+
+def test_actors_one_variable_names_in_turn_are_numbered_and_their_tape_verifies(tmp_path):
+    from flowtape.verify import verify_run
+
+    result = execute(made_in_a_for_loop, max_workers=1, runs_dir=tmp_path)
+    assert result.status == "succeeded" and sorted(result.outputs["Out"]) == [0, 1, 2, 3, 4]
+    names = [a.path for a in read_tape(result.run_dir / "tape.jsonl").header.actors]
+    assert sorted(names) == ["w_0", "w_1", "w_2", "w_3", "w_4"]
+    verify_run(result.run_dir)  # (each actor's fire counts are its own: it raised before)
+
+
 # ---- guards and action choice -----------------------------------------------------------------------
 
 

@@ -375,7 +375,21 @@ def workflow(
 
 
 def _finish_names(graph: Graph) -> None:
-    taken = {n.name for n in graph.nodes if n.name}
+    """Name the actors no variable named, and number those that one variable named in turn (`w`
+    assigned in a `for` loop: `w_0`, `w_1`, …): every actor's name is its own."""
+    by_name: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        if node.name:
+            by_name.setdefault(node.name, []).append(node)
+    taken = set(by_name)
+    for name, nodes in by_name.items():
+        if len(nodes) > 1:
+            i = 0
+            for node in nodes:
+                while f"{name}_{i}" in taken:
+                    i += 1
+                _rename(node, f"{name}_{i}")
+                taken.add(node.name)
     counters: dict[str, int] = {}
     for node in graph.nodes:
         if node.name:
@@ -386,12 +400,16 @@ def _finish_names(graph: Graph) -> None:
             candidate = f"{base}_{counters[base]}"
             if candidate not in taken:
                 break
-        node.name = candidate
+        _rename(node, candidate)
         taken.add(candidate)
-        try:
-            node.obj._ft_name = candidate
-        except AttributeError:
-            pass
+
+
+def _rename(node: Node, name: str) -> None:
+    node.name = name
+    try:
+        node.obj._ft_name = name
+    except AttributeError:
+        pass
 
 
 def _connected_inputs(graph: Graph) -> dict[int, set[str]]:
