@@ -222,6 +222,8 @@ def register(server: FlowtapeServer) -> None:
         if p.from_ > index.steps:  # past what was read so far: read the rest
             index = await manager.ready(run)
         steps = await asyncio.to_thread(index.read_steps, p.from_, p.limit)
+        if steps:  # a live run's tape is read on meanwhile: the page may hold steps past the count taken before
+            total = max(total, steps[-1].step)
         return P.GetStepsResult(
             runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=total, live=run.live,
         ).to_json()

@@ -1,6 +1,7 @@
 """Requests that race what the server is doing: a cancel of a command that starts a run, a
-question about a run whose process has not written its tape yet, a client slow to create a
-progress token, and a file that is gone from disk while its editor is open."""
+question about a run whose process has not written its tape yet, pages of a run still writing
+its tape, a client slow to create a progress token, and a file that is gone from disk while its
+editor is open."""
 
 from __future__ import annotations
 
@@ -70,6 +71,26 @@ def test_a_run_stopped_before_its_tape_began_says_so(raw: Raw, tmp_path: Path) -
     assert finished(raw, run_id)["status"] == "stopped"
     code, message = error_of(raw.ask(3, "flowtape/getSteps", params={"runId": run_id}))
     assert code == -32001 and message == f"run {run_id} was stopped before it started, so it has no steps"
+
+
+def test_a_live_run_polled_from_its_total_gives_every_step_once(raw: Raw, tmp_path: Path) -> None:
+    raw.initialize(tmp_path)
+    flow = write_flow(tmp_path, "count.py", count_flow(n=1500, delay=0.0005))
+    run_id = raw.ask(1, "workspace/executeCommand", params={
+        "command": "flowtape.run", "arguments": [{"uri": uri_of(flow)}]})["result"]["runId"]
+    got: list[int] = []
+    ask, live = 10, True
+    while live:  # as protocol.md says a client may poll: from = total + 1
+        answer = raw.ask(ask, "flowtape/getSteps", params={"runId": run_id, "from": len(got) + 1, "limit": 10000})
+        ask += 1
+        page = answer["result"]
+        numbers = [s["step"] for s in page["steps"]]
+        assert not numbers or numbers[-1] <= page["total"], (numbers[-1], page["total"])  # the total counts the page
+        got.extend(numbers)
+        assert len(got) == page["total"] or not numbers
+        live = page["live"]
+        time.sleep(0.01)
+    assert got == list(range(1, len(got) + 1)) and len(got) == finished(raw, run_id)["steps"]
 
 
 def test_a_progress_token_created_late_still_gets_its_progress(raw: Raw, tmp_path: Path) -> None:
