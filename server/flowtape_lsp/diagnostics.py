@@ -16,8 +16,9 @@ from urllib.parse import unquote
 from flowtape.tape import Header
 from lsprotocol import types as lsp
 
+from .actorlines import creation_line, current_text
 from .runs import Run
-from .workspace import creation_line, current_lines, file_key, find_actor, path_to_uri, uri_to_path
+from .workspace import file_key, find_actor, path_to_uri, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -101,8 +102,8 @@ class Diagnostics:
     def _line_text(self, uri: str, line: int | None) -> str | None:
         if not line:
             return None
-        lines = current_lines(self.server.workspace, uri)
-        return lines[line - 1].rstrip("\r\n") if 0 < line <= len(lines) else None
+        lines = current_text(self.server.workspace, uri).lines
+        return lines[line - 1] if 0 < line <= len(lines) else None
 
     # ---- run diagnostics ---------------------------------------------------------------------------
 
@@ -175,7 +176,7 @@ class Diagnostics:
         if actor is None or not actor.file or actor.file.startswith("<"):
             return fallback, None
         uri = path_to_uri(actor.file)
-        line0 = creation_line(current_lines(self.server.workspace, uri), actor)
+        line0 = creation_line(current_text(self.server.workspace, uri), actor)
         return uri, (line0 + 1 if line0 is not None else actor.line)
 
     # ---- load errors ---------------------------------------------------------------------------------

@@ -16,14 +16,16 @@ from flowtape.values import preview_json
 from lsprotocol import types as lsp
 
 from . import protocol as P
+from .actorlines import FileText, creation_line, current_text
 from .runs import Run
 from .tapeindex import last_step_from_end
-from .workspace import creation_line, current_lines, file_key, uri_to_path
+from .workspace import file_key, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
 
 HINT_STATE = 40
+HINT_ACTORS = 4  # labels on one line; the rest are counted
 
 
 @dataclass
@@ -130,12 +132,12 @@ class Inspector:
         return await asyncio.to_thread(_view, latest, index.steps), path
 
 
-def _by_line(view: View, path: Path, lines: list[str]) -> dict[int, list[ActorView]]:
-    """The actors created in file `path`, by the line that creates them in its text `lines` now."""
+def _by_line(view: View, path: Path, text: FileText) -> dict[int, list[ActorView]]:
+    """The actors created in file `path`, by the line that creates them in its `text` now."""
     by_line: dict[int, list[ActorView]] = {}
     for a in view.actors:
         if a.actor.file and Path(a.actor.file).resolve() == path:
-            line0 = creation_line(lines, a.actor)
+            line0 = creation_line(text, a.actor)
             if line0 is not None:
                 by_line.setdefault(line0, []).append(a)
     return by_line
@@ -165,7 +167,7 @@ def register(server: FlowtapeServer) -> None:
         if found is None:
             return None
         view, path = found
-        actors = _by_line(view, path, current_lines(server.workspace, params.text_document.uri)).get(params.position.line)
+        actors = _by_line(view, path, current_text(server.workspace, params.text_document.uri)).get(params.position.line)
         if not actors:
             return None
         parts = [f"**Flowtape** · run `{view.run_id}` · step {view.step} of {view.total}", ""]
@@ -183,14 +185,15 @@ def register(server: FlowtapeServer) -> None:
         if found is None:
             return []
         view, path = found
-        lines = current_lines(server.workspace, params.text_document.uri)
-        by_line = _by_line(view, path, lines)
+        now = current_text(server.workspace, params.text_document.uri)
+        lines = now.lines
+        by_line = _by_line(view, path, now)
         hints: list[lsp.InlayHint] = []
         first, last = params.range.start.line, params.range.end.line
         for line0, actors in sorted(by_line.items()):
             if not first <= line0 <= last or line0 >= len(lines):
                 continue
-            text = lines[line0].rstrip("\r\n")
+            text = lines[line0]
             labels = []
             for a in actors:
                 label = f"{a.actor.path if len(actors) > 1 else ''}{' ' if len(actors) > 1 else ''}×{a.fire_count}"
@@ -198,9 +201,11 @@ def register(server: FlowtapeServer) -> None:
                     state = a.state if len(a.state) <= HINT_STATE else a.state[: HINT_STATE - 1] + "…"
                     label += f" {state}"
                 labels.append(label)
+            if len(labels) > HINT_ACTORS:  # (one line creating thousands of actors: a list comprehension)
+                labels[HINT_ACTORS:] = [f"+{len(labels) - HINT_ACTORS} more"]
             tooltip = f"run {view.run_id} at step {view.step}: " + "; ".join(
-                f"{a.actor.path} fired {a.fire_count}" + (f", state {a.state}" if a.state else "") for a in actors
-            )
+                f"{a.actor.path} fired {a.fire_count}" + (f", state {a.state}" if a.state else "") for a in actors[:HINT_ACTORS * 5]
+            ) + (f"; and {len(actors) - HINT_ACTORS * 5} more" if len(actors) > HINT_ACTORS * 5 else "")
             hints.append(lsp.InlayHint(
                 position=lsp.Position(line0, len(text.encode("utf-16-le")) // 2), label=" · ".join(labels),
                 padding_left=True, tooltip=tooltip,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from flowtape.tape import ActorInfo, Header
 from pygls.uris import from_fs_path, to_fs_path
-from pygls.workspace import Workspace
 
 from . import protocol as P
 
@@ -124,7 +123,7 @@ class Locator:
         if known is None or known[0] != stamp:
             try:
                 text = Path(file).read_text(encoding="utf-8", errors="replace")
-                lengths = [len(ln.encode("utf-16-le")) // 2 for ln in text.splitlines()]
+                lengths = [len(ln.encode("utf-16-le")) // 2 for ln in split_lines(text)]
             except OSError:
                 lengths = []
             if len(self._lengths) > 256:
@@ -157,33 +156,16 @@ def line_range(line0: int, length: int = 0) -> P.Range:
     return P.Range(start=P.Position(line=line0, character=0), end=P.Position(line=line0, character=length))
 
 
-def current_lines(workspace: Workspace, uri: str) -> list[str]:
-    """A file's text as the editor holds it (unsaved edits included), else as saved."""
-    try:
-        return list(workspace.get_text_document(uri).lines)
-    except Exception:  # noqa: BLE001 - not open (or no file uri): as saved
-        path = uri_to_path(uri)
-        try:
-            return path.read_text(encoding="utf-8", errors="replace").splitlines() if path is not None else []
-        except OSError:
-            return []
+_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-def creation_line(lines: list[str], actor: ActorInfo) -> int | None:
-    """The line (0-based) of `lines`, a file's text as it is now, that creates `actor`: its
-    recorded line while that still assigns the actor's name, else the nearest line that does (the
-    text moved since the run, saved or not). An actor named otherwise than by a plain assignment
-    (its class name, an item of a list) stays on its recorded line; None when that is gone."""
-    recorded = actor.line - 1
-    name = actor.path.rsplit("/", 1)[-1]
-    names = {name, re.sub(r"_[0-9]+$", "", name)}  # `drafts_0` is an item of `drafts = [...]`
-    alternatives = "|".join(re.escape(n) for n in sorted(names))
-    assigns = re.compile(rf"\s*(?:{alternatives})\s*(?::[^=]*)?=(?!=)|\s*(?:async\s+)?with\s.*\bas\s+(?:{alternatives})\b")
-    for distance in range(len(lines) + 1):
-        for line0 in (recorded - distance, recorded + distance) if distance else (recorded,):
-            if 0 <= line0 < len(lines) and assigns.match(lines[line0]):
-                return line0
-    return recorded if 0 <= recorded < len(lines) else None
+def split_lines(text: str) -> list[str]:
+    """A text's lines as Python and LSP count them: only \\n, \\r\\n and \\r end a line
+    (`str.splitlines` also ends one at a form feed, \\x1c to \\x1e, \\x85, U+2028, U+2029)."""
+    lines = _BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def find_actor(header: Header, path: str) -> ActorInfo | None:

@@ -126,6 +126,56 @@ async def test_a_run_error_stands_on_the_actor_line_of_the_text_as_edited(client
     assert error.range.end.character == len("    picky = Picky()")
 
 
+SQUARES = """\
+from flowtape import Port, task
+
+
+@task
+class Square:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        sq = x * x
+        if x == 2:
+            raise ValueError("two")
+        return sq
+
+
+def make_square():
+    return Square()
+"""
+
+
+async def test_a_run_error_stands_on_its_actor_line_and_not_on_a_look_alike(client: LanguageClient, workspace: Path) -> None:
+    """A line that assigns the actor's name but does not create it (`sq = x * x` in a factory's
+    module), the same name in another workflow of the file with unsaved lines typed above both,
+    and a form feed (a line break for `str.splitlines`, not for Python or LSP)."""
+    squares = write_flow(workspace, "squares.py", SQUARES)
+    source = FLOW_FAIL.split("@task\nclass Picky")[0]
+    factory = write_flow(workspace, "factory.py", source + (
+        "from squares import make_square\n\n\n@workflow\ndef main():\n    src = Source()\n    sq = make_square()\n"
+        "    connect(src.Out, sq.In)\n    connect(sq.Out, \"Result\")\n"))
+    run = await command(client, "flowtape.run", {"uri": uri_of(factory)})
+    assert (await collector(client).finished(run["runId"]))["status"] == "failed"
+    (error,) = await diagnostics_for(client, uri_of(squares), lambda ds: any(d.code == "run-failed" for d in ds))
+    assert error.range.start.line == line_of(squares, "return Square()")  # where the actor is created
+
+    smoke = "@workflow\ndef smoke():\n    src = Source()\n    picky = Picky()\n    connect(src.Out, picky.In)\n\n\n"
+    text = FLOW_FAIL.replace("@workflow\ndef main", smoke + "\x0c\n@workflow\ndef main")
+    flow = write_flow(workspace, "two.py", text)
+    open_doc(client, flow)
+    change_doc(client, flow, "# one\n# two\n# three\n# four\n" + text, version=2)  # not saved
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "main"})
+    assert (await collector(client).finished(run["runId"]))["status"] == "failed"
+    diags = await diagnostics_for(client, uri_of(flow), lambda ds: any(d.code == "run-failed" for d in ds))
+    (error,) = [d for d in diags if d.code == "run-failed"]
+    saved = text.split("\n")
+    main_picky = max(i for i, line in enumerate(saved) if "picky = Picky()" in line)
+    assert error.range.start.line == main_picky + 4, (error.range, main_picky)
+
+
 async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "wired.py", FLOW_MISWIRED)
     uri = uri_of(flow)
