@@ -5,6 +5,7 @@ a short preview. Without a selection, the flow's latest run at its last step is 
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 HINT_STATE = 40
 HINT_ACTORS = 4  # labels on one line; the rest are counted
+TRIED_RUNS = 5  # a hover looks back this many runs for one with something to show
 
 
 @dataclass
@@ -41,6 +43,29 @@ class View:
     step: int
     total: int
     actors: list[ActorView]
+    files: frozenset[Path]  # where its actors are created
+
+
+def _resolved(file: str) -> Path:
+    return _resolve(file) if file else Path()
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolve(file: str) -> Path:
+    return Path(file).resolve()
+
+
+_files: dict[int, tuple[Header, frozenset[Path]]] = {}
+
+
+def _files_of(header: Header) -> frozenset[Path]:
+    """The files a run's actors are created in (once per header: a hover asks every time)."""
+    known = _files.get(id(header))
+    if known is None or known[0] is not header:
+        if len(_files) > 64:
+            _files.clear()
+        known = _files[id(header)] = (header, frozenset(_resolved(a.file) for a in header.actors if a.file))
+    return known[1]
 
 
 def _view(run: Run, step: int) -> View:
@@ -67,7 +92,7 @@ def _view_of(run_id: str, header: Header, step: int, total: int, counts: dict[st
         raw = states.get(actor.path)
         state = preview_json(msgspec.json.decode(raw), 300) if raw else None
         actors.append(ActorView(actor, counts.get(actor.path, 0), state))
-    return View(run_id, step, total, actors)
+    return View(run_id, step, total, actors, _files_of(header))
 
 
 def _last_view(run: Run) -> View | None:
@@ -90,6 +115,7 @@ class Inspector:
     async def select(self, run: Run, step: int) -> None:
         view = await asyncio.to_thread(_view, run, step)
         self.selected[file_key(run.uri)] = (run.run_id, step)
+        self._views.pop(file_key(run.uri), None)  # (the latest selection is found first)
         self._views[file_key(run.uri)] = view
         self.server.refresh_views()
 
@@ -103,40 +129,49 @@ class Inspector:
             self._views.pop(flow, None)
 
     async def view_for(self, uri: str) -> tuple[View, Path] | None:
-        """The view of the actors created in file `uri`: the selection of a flow that has actors there,
-        else the latest finished run of such a flow."""
+        """The view of the actors created in file `uri` (a flow, or a module a flow's actors come
+        from): the latest selection of a flow that has actors there, else the latest run of such
+        a flow that has anything to show (not one still starting, or one that never started)."""
         path = uri_to_path(uri)
         if path is None:
             return None
-        for flow, view in self._views.items():
-            if any(Path(a.actor.file).resolve() == path for a in view.actors if a.actor.file):
+        for flow, view in reversed(self._views.items()):
+            if flow == str(path) or path in view.files:
                 return view, path
-            if flow == str(path):
-                return view, path
-        candidates = [r for r in self.server.manager.runs.values() if r.uri and uri_to_path(r.uri) == path]
-        if not candidates:
-            return None
-        latest = max(candidates, key=lambda r: (r.started_at, r.run_id))
+        candidates = [
+            r for r in self.server.manager.runs.values()
+            if (r.uri and uri_to_path(r.uri) == path) or (r.index.header is not None and path in _files_of(r.index.header))
+        ]
+        candidates.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
+        for run in candidates[:TRIED_RUNS]:
+            if run.index.header is None and (run.live or run.finished and not run.index.offset):
+                continue  # still importing its flow, or failed before its tape began: nothing to show
+            shown = await self._last_view(run)
+            if shown is not None:
+                return shown, path
+        return None
+
+    async def _last_view(self, run: Run) -> View | None:
         try:
-            await self.server.manager.checked(latest)
+            await self.server.manager.checked(run)
         except Exception:  # noqa: BLE001 - a damaged tape: nothing to show (the stepper says why)
             return None
-        if not latest.live and not latest.index.finished:  # a long tape is not read through for a hover
-            fast = await asyncio.to_thread(_last_view, latest)
+        if not run.live and not run.index.finished:  # a long tape is not read through for a hover
+            fast = await asyncio.to_thread(_last_view, run)
             if fast is not None:
-                return fast, path
+                return fast
         try:
-            index = await self.server.manager.ready(latest)
+            index = await self.server.manager.ready(run)
         except Exception:  # noqa: BLE001 - a run without a tape: nothing to show
             return None
-        return await asyncio.to_thread(_view, latest, index.steps), path
+        return await asyncio.to_thread(_view, run, index.steps)
 
 
 def _by_line(view: View, path: Path, text: FileText) -> dict[int, list[ActorView]]:
     """The actors created in file `path`, by the line that creates them in its `text` now."""
     by_line: dict[int, list[ActorView]] = {}
     for a in view.actors:
-        if a.actor.file and Path(a.actor.file).resolve() == path:
+        if a.actor.file and _resolved(a.actor.file) == path:
             line0 = creation_line(text, a.actor)
             if line0 is not None:
                 by_line.setdefault(line0, []).append(a)

@@ -176,6 +176,34 @@ async def test_a_run_error_stands_on_its_actor_line_and_not_on_a_look_alike(clie
     assert error.range.start.line == main_picky + 4, (error.range, main_picky)
 
 
+async def test_hovers_in_a_module_that_flows_take_actors_from(client: LanguageClient, workspace: Path) -> None:
+    """No selection: the latest run of a flow with actors there that has something to show; with
+    selections in two flows, the latest one."""
+    squares = write_flow(workspace, "squares.py", SQUARES)
+    source = FLOW_FAIL.split("@task\nclass Picky")[0]
+    col = collector(client)
+    runs = {}
+    for name in ("a", "b"):
+        flow = write_flow(workspace, f"{name}.py", source + (
+            "from squares import make_square\n\n\n@workflow\ndef main():\n    src = Source()\n    sq = make_square()\n"
+            "    connect(src.Out, sq.In)\n    connect(sq.Out, \"Result\")\n"))
+        runs[name] = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+        await col.finished(runs[name]["runId"])
+    nope = await command(client, "flowtape.run", {"uri": uri_of(workspace / "b.py"), "workflow": "nope"})
+    assert (await col.finished(nope["runId"]))["status"] == "failed"  # the latest run: it has nothing to show
+    at = lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri_of(squares)),
+                         position=lsp.Position(line_of(squares, "return Square()"), 8))
+    hover = await client.text_document_hover_async(at)
+    assert hover is not None and f"run `{runs['b']['runId']}`" in hover.contents.value
+    for name, step in (("b", 1), ("a", 2)):  # selected in b, then in a: a's is the latest
+        client.protocol.notify("flowtape/selectStep", {"runId": runs[name]["runId"], "step": step})
+        deadline = time.monotonic() + 10
+        while f"run `{runs[name]['runId']}` · step {step} of" not in getattr(hover, "contents", lsp.MarkupContent("", "")).value:
+            assert time.monotonic() < deadline, hover
+            await asyncio.sleep(0.1)
+            hover = await client.text_document_hover_async(at)
+
+
 async def test_a_flow_that_cannot_load_is_an_error_at_its_line(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "wired.py", FLOW_MISWIRED)
     uri = uri_of(flow)
