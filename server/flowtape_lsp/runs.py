@@ -239,8 +239,17 @@ class RunManager:
     async def _note_dead(self, run: Run) -> None:
         """A run whose process died while no server watched: failed, as far as the editor is told."""
         await asyncio.to_thread(run.index.ingest_all)
-        if run.index.header is None and read_summary(run.run_dir) is None:
+        header, end = run.index.header, run.index.end
+        if header is None and read_summary(run.run_dir) is None:
             run.junk = True
+            return
+        if header is not None and not run.uri:  # run.json unreadable: the tape's header says
+            run.workflow, run.started_at = header.workflow, header.startedAt
+            run.uri = path_to_uri(header.flowFile) if header.flowFile else ""
+            run.resumed_from, run.resumed_at = header.resumedFrom, header.resumedAtStep
+        if end is not None:  # the tape ended: its end says how, whatever run.json says
+            run.status = end.status
+            run.error = end.error.message if end.error is not None else None
             return
         await self._close_dead_tape(run)
 

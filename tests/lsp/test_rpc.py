@@ -322,3 +322,21 @@ def test_a_directory_of_the_runs_dir_that_holds_no_run_is_not_listed(raw: Raw, t
     for junk in ("aaaa", "bbbb"):
         code, message = error_of(raw.ask(f"s-{junk}", "flowtape/getSteps", params={"runId": f"20260101-000000-000000-{junk}"}))
         assert code == -32001 and message.endswith("holds no run: no run.json and no readable tape"), message
+
+
+def test_a_run_whose_run_json_is_garbage_is_told_by_its_tape(raw: Raw, tmp_path: Path) -> None:
+    flow = write_flow(tmp_path, "count.py", count_flow(n=3))
+    subprocess.run([sys.executable, "-m", "flowtape", "run", str(flow), "--run-id", "r1"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    (tmp_path / ".flowtape" / "runs" / "r1" / "run.json").write_text("\x00garbage")
+    raw.initialize(tmp_path)
+    deadline = time.monotonic() + 15
+    while True:  # (a run whose process is gone is told once its tape was read)
+        (run,) = raw.ask(f"l{time.monotonic()}", "flowtape/runs")["result"]["runs"]
+        if run["status"] == "succeeded" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert run["status"] == "succeeded" and run["uri"] == uri_of(flow) and run["workflow"] == "main", run
+    again = raw.ask(2, "workspace/executeCommand", params={"command": "flowtape.resumeAtStep",
+                                                           "arguments": [{"runId": "r1", "step": 2}]})
+    assert again["result"]["runId"] != "r1"
