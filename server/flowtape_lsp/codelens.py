@@ -82,7 +82,7 @@ def register(server: FlowtapeServer) -> None:
             lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
                 title="▶ Run", command=P.CMD_RUN, arguments=[{"uri": uri, "workflow": wf.name}],
             )))
-            runs = [r for r in server.manager.runs.values() if r.workflow == wf.name and same_file(r.uri, uri)]
+            runs = [r for r in server.manager.listed() if r.workflow == wf.name and same_file(r.uri, uri)]
             if not runs:
                 continue
             started = [r for r in runs if (r.run_dir / TAPE).is_file()]  # a run that failed to load has no tape

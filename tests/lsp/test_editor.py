@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 
@@ -252,6 +253,9 @@ async def test_code_lenses(client: LanguageClient, workspace: Path) -> None:
     assert [lens.command.title for lens in lenses] == ["▶ Run", "⟲ Resume at step…", "Runs (1)"]
     assert lenses[1].command.command == "flowtape.resumeAtStep" and list(lenses[1].command.arguments) == [{"runId": run["runId"]}]
     assert collector(client).of(lsp.WORKSPACE_CODE_LENS_REFRESH)
+    shutil.rmtree(workspace / ".flowtape" / "runs" / run["runId"])  # deleted by hand: no run to count or resume
+    lenses = await client.text_document_code_lens_async(params)
+    assert [lens.command.title for lens in lenses] == ["▶ Run"]
 
 
 async def test_step_detail_hover_and_inlay_hints_follow_the_selected_step(client: LanguageClient, workspace: Path) -> None:
