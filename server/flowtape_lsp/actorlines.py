@@ -25,6 +25,7 @@ class FileText:
 
     def __init__(self, lines: list[str], saved: list[str] | None) -> None:
         self.lines = lines
+        self.found: dict[tuple[str, int, str], int | None] = {}  # creation_line's answers for this text
         self._moves = None
         if saved is not None and saved != lines:
             self._moves = difflib.SequenceMatcher(None, saved, lines, autojunk=False).get_opcodes()
@@ -80,6 +81,13 @@ def creation_line(text: FileText, actor: ActorInfo) -> int | None:
     class: `return Square()` in a factory); else the nearest line that assigns its name, one
     that names its class too first (the file was edited since the run). None when the
     recorded line is gone."""
+    key = (actor.path, actor.line, actor.cls)
+    if key not in text.found:
+        text.found[key] = _creation_line(text, actor)
+    return text.found[key]
+
+
+def _creation_line(text: FileText, actor: ActorInfo) -> int | None:
     lines = text.lines
     at, _ = text.moved(actor.line - 1)
     name = actor.path.rsplit("/", 1)[-1]

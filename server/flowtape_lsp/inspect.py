@@ -111,6 +111,7 @@ class Inspector:
         self.server = server
         self.selected: dict[str, tuple[str, int]] = {}  # flow file (file_key) -> (run id, step)
         self._views: dict[str, View] = {}  # flow file (file_key) -> view of the selection
+        self._last: dict[str, View] = {}  # finished runs' views at their last step, by run id
 
     async def select(self, run: Run, step: int) -> None:
         view = await asyncio.to_thread(_view, run, step)
@@ -152,6 +153,17 @@ class Inspector:
         return None
 
     async def _last_view(self, run: Run) -> View | None:
+        known = self._last.get(run.run_id)
+        if known is not None and run.finished and not run.live:
+            return known  # a finished run's last step does not change: not rebuilt for every hover
+        view = await self._build_last_view(run)
+        if view is not None and run.finished and not run.live:
+            if len(self._last) > 16:
+                self._last.clear()
+            self._last[run.run_id] = view
+        return view
+
+    async def _build_last_view(self, run: Run) -> View | None:
         try:
             await self.server.manager.checked(run)
         except Exception:  # noqa: BLE001 - a damaged tape: nothing to show (the stepper says why)
