@@ -209,6 +209,43 @@ def test_actors_one_variable_names_in_turn_are_numbered_and_their_tape_verifies(
     verify_run(result.run_dir)  # (each actor's fire counts are its own: it raised before)
 
 
+@task
+class CountsFirst:
+    """A source that counts the call before it sees it is done: its last call changes its state
+    and gives nothing."""
+
+    values: list
+    _i: int = 0
+
+    class Ports:
+        Out = Port[object](direction="out")
+
+    def action(self):
+        self._i += 1
+        if self._i > len(self.values):
+            return None
+        return self.values[self._i - 1]
+
+
+@workflow
+def counts_first():
+    numbers = CountsFirst(values=[1, 2, 3])
+    connect(numbers.Out, "Out")
+
+
+@pytest.mark.parametrize("tape", [False, True])
+def test_a_source_that_gives_nothing_is_done_even_if_it_changed_its_state(tmp_path, tape):
+    result = execute(counts_first, max_workers=1, tape=tape, runs_dir=tmp_path, max_steps=100)
+    assert result.status == "succeeded" and result.outputs == {"Out": [1, 2, 3]} and result.steps == 3
+    if tape:
+        from flowtape.verify import verify_run
+
+        verify_run(result.run_dir)
+        for step in range(4):
+            again = execute(counts_first, max_workers=1, runs_dir=tmp_path, resume_from=result.run_dir, at_step=step)
+            assert again.outputs == {"Out": [1, 2, 3]} and not again.replay_stopped
+
+
 # ---- guards and action choice -----------------------------------------------------------------------
 
 

@@ -350,6 +350,7 @@ class Engine:
             actor.quick = time.perf_counter() - began < QUICK_ACTION
             if self.tape is not None:
                 produced, problem = self._encode_outputs(actor, outcome.outputs)
+                recorded = actor.state_enc
                 state, state_problem = recorded_state(actor)
                 chat = Raw(encode(outcome.chat)) if outcome.chat else None
             else:  # nothing is recorded: skip the encodings altogether
@@ -370,8 +371,12 @@ class Engine:
                 return  # the stop killed its tool: the firing did not happen, the run is stopped, not failed
             self._fail(actor, fire_count, error)
             return
-        if not plan.takes and not produced and actor.spec is not None and not state:
-            actor.idle = True  # a source with nothing to give: not a firing
+        if not plan.takes and not produced and actor.spec is not None:
+            # A source with nothing to give: not a firing, even if it changed its state (it counted
+            # the call first, say); the tape holds the state its last firing left, as it would untaped.
+            if self.tape is not None:
+                actor.state_enc = recorded
+            actor.idle = True
             actor.pool.idle.append((actor, actor.pool.progress))
             return
         self._commit(actor, fire_count, plan.takes, produced, state, chat, ctx, start, False, problem or state_problem)
