@@ -1037,6 +1037,29 @@ def test_a_static_loop_whose_items_changed_is_replayed_to_the_change_at_every_st
         assert step < 4 or [(d.actor, d.fireCount) for d in after.replay_stopped][:1] == [("t", 2)], (step, after.replay_stopped)
     same = execute(_loop_flow([1, 2, 3]), max_workers=1, runs_dir=tmp_path, resume_from="was")
     assert same.outputs == before.outputs and not same.replay_stopped
+    # the loop's own firings: replayed when they hand in what the recorded ones did, else live
+    edited = execute(_loop_flow([1, 9, 3]), max_workers=1, runs_dir=tmp_path, resume_from="was", at_step=before.steps)
+    loops = [(f.fireCount, f.replayed) for f in read_tape(edited.run_dir / "tape.jsonl").records() if isinstance(f, Firing) and f.actor == "lp"]
+    assert loops == [(1, True), (2, False), (3, True), (4, True)], loops
+
+
+def test_a_static_loop_over_a_set_runs_in_one_order_in_every_process(tmp_path):
+    """A set iterates in an order that changes from process to process (str hashing is salted):
+    a loop over one takes its items in their encoded order, so a one-worker run is the same run."""
+    flow = tmp_path / "words.py"
+    flow.write_text(
+        "from flowtape import Port, connect, loop, task, workflow\n\n\n"
+        "@task\nclass Echo:\n    class Ports:\n        In = Port[str](direction='in')\n"
+        "        Out = Port[str](direction='out')\n\n    def action(self, x):\n        return x\n\n\n"
+        "@workflow\ndef main():\n    lp = loop({'apple', 'banana', 'cherry', 'date', 'elder', 'fig', 'grape'})\n"
+        "    with lp:\n        e = Echo()\n    connect(lp.item, e.In)\n    connect(e.Out, 'Out')\n")
+    outs = set()
+    for seed in ("1", "2", "3"):
+        done = subprocess.run([sys.executable, "-m", "flowtape", "run", str(flow), "--max-workers", "1", "--json",
+                               "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        outs.add(json.dumps(json.loads(done.stdout.strip().splitlines()[-1])["outputs"]))
+    assert outs == {json.dumps({"Out": ["apple", "banana", "cherry", "date", "elder", "fig", "grape"]})}
 
 
 def test_what_the_header_tells_of_static_loops_is_cheap_and_never_uses_up_an_iterator():

@@ -11,7 +11,7 @@ from msgspec import Raw
 
 from .firing import Plan, value_of
 from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
-from .values import NotEncodable, encode
+from .values import NotEncodable, digest, encode, set_order
 
 if TYPE_CHECKING:
     from .scheduler import Context, Engine, Pool
@@ -50,8 +50,11 @@ def _commit_start(
     ctx: Context | None,
     inner: Context,
 ) -> None:
-    """A composite's own record, written when it starts: what it took and what it handed in."""
-    covered = (actor.path, fire_count) in engine.covered
+    """A composite's own record, written when it starts: what it took and what it handed in.
+    Replayed only if the recorded run's firing handed in the same: a loop over an edited list
+    (or anything a static loop or if reads anew) runs live from the first item that differs."""
+    recorded = engine.covered.get((actor.path, fire_count))
+    covered = recorded is not None and recorded == sorted((q.index, digest([e for _, e in items])) for q, items in produced)
     actor.fire_count = fire_count
     engine.firings += 1
     engine._put(produced)
@@ -128,7 +131,7 @@ def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list
             else:
                 return None
             try:
-                actor.iterator = iter(iterable)
+                actor.iterator = iter(set_order(iterable) if isinstance(iterable, (set, frozenset)) else iterable)
             except TypeError:
                 engine._fail(actor, actor.fire_count + 1, TypeError(f"loop {actor.path} got a {type(iterable).__name__}, which is not iterable"))
                 return None

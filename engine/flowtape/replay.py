@@ -33,7 +33,7 @@ from .tape import (
     gc_paused,
     read_tape,
 )
-from .values import digest_values, preview_json
+from .values import digest, digest_values, preview_json
 from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
@@ -90,7 +90,7 @@ class ReplayPlan:
     at_step: int
     inputs: Raw
     entries: dict[str, list[Entry]]
-    covered: set[tuple[str, int]]
+    covered: dict[tuple[str, int], list[tuple[int, str]]]  # recorded composite firings: what each handed in, by digest
     snapshot: Snapshot | None = None
     max_workers: int = 0  # the recorded run's pool (0: not recorded): a resume runs with it unless told otherwise
 
@@ -270,7 +270,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
         return None
     at_step = _check_resumable(header, net, workflow, at_step, end.steps)
     if at_step == 0:
-        return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, set(), max_workers=header.maxWorkers)
+        return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, {}, max_workers=header.maxWorkers)
     if not _statics_hold(header, net):
         return None
     rebuild = Rebuild(header, full_checks=False)
@@ -306,7 +306,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
         return None
     if any((tuple(f.within) if f.within is not None else (f.actor, f.fireCount)) not in tops for f in region):
         return None
-    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, set(),
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, {},
                       _snapshot(rebuild, [], (data, body_start, offset), header), header.maxWorkers)
 
 
@@ -329,7 +329,7 @@ def _verified_plan(
     kinds = {a.path: a.kind for a in header.actors}
     by_index = [net.by_id[qid] for qid in header.queues]
     entries: dict[str, list[Entry]] = {}
-    covered: set[tuple[str, int]] = set()
+    covered: dict[tuple[str, int], list[tuple[int, str]]] = {}
     rebuild = Rebuild(header)
     snapshot: Snapshot | None = None
     clean = at_step > 0 and _statics_hold(header, net)  # so far every firing is covered and replayable
@@ -370,10 +370,11 @@ def _verified_plan(
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
     if snapshot is not None:
-        return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, set(), snapshot, header.maxWorkers)
+        return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, {}, snapshot, header.maxWorkers)
     for record, taken in chosen:
-        covered.add((record.actor, record.fireCount))
-        if kinds.get(record.actor) in LEAF_KINDS:
+        if kinds.get(record.actor) not in LEAF_KINDS:  # a loop's, an if's, a nested workflow's firing
+            covered[(record.actor, record.fireCount)] = sorted((i, digest(tokens)) for i, tokens in record.produced)
+        else:
             entries.setdefault(record.actor, []).append(
                 Entry(
                     fire_count=record.fireCount,

@@ -113,7 +113,7 @@ class Engine:
         tape: TapeWriter | None,
         work_dir: Path,
         base_dir: Path,
-        covered: set[tuple[str, int]] | None = None,
+        covered: dict[tuple[str, int], list[tuple[int, str]]] | None = None,
         on_step: Callable[[int, int, str], None] | None = None,
         step_limit: int | None = None,
     ) -> None:
@@ -122,7 +122,7 @@ class Engine:
         self.tape = tape
         self.work_dir = work_dir
         self.base_dir = base_dir
-        self.covered = covered or set()
+        self.covered = covered or {}
         self.on_step = on_step
         self.step_limit = step_limit  # (on_step stops the run when it is reached)
         # Workers back from an action run without the lock, waiting for it to commit: a worker

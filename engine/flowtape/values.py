@@ -334,6 +334,19 @@ def encode(value: object) -> bytes:
         raise NotEncodable(f"a string with a lone surrogate ({exc.object[exc.start:exc.end]!r}) cannot be saved") from None
 
 
+def set_order(items: set[Any] | frozenset[Any]) -> list[Any]:
+    """A set's items in the order its encoding has them (by canonical form): a set iterates in an
+    order that differs from process to process (str hashes are salted), so a loop over one would
+    not run, resume or compare with a golden tape the same way twice. Items the tape cannot save
+    keep the set's own order."""
+    try:
+        keyed = [(canonical(to_json(x)), i, x) for i, x in enumerate(items)]
+    except (NotEncodable, UnicodeEncodeError, TypeError, ValueError):
+        return list(items)
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [x for _, _, x in keyed]
+
+
 def canonical(data: object) -> bytes:
     """Already-tagged JSON data with every object's keys and every dict tag's pairs sorted:
     equal values (by content, not insertion order) give identical bytes."""
