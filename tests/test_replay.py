@@ -923,13 +923,98 @@ def test_a_parameter_object_actors_share_is_not_replayed_and_a_big_one_is_checke
     fresh = execute(load_flow(path), max_workers=1, runs_dir=tmp_path)
     assert fresh.outputs == {"Out": [[1], [1, 2], [1, 2, 3]]}
     reasons = [f.notReplayable for f in tape_of(fresh).firings() if f.actor == "w"]
-    assert all(r and "w.reg changed, and it is the very object r.reg is too" in r for r in reasons)
+    assert all(r and "w.reg changed, and r.reg holds the very same object" in r for r in reasons)
     big, *shared = fresh.warnings
     assert "parameter w.big (" in big and "a resume would not see it" in big
     assert [line.split(" (")[0] for line in shared] == ["3 firing(s) of w cannot be replayed", "3 firing(s) of r cannot be replayed"]
-    assert "(w.reg changed, and it is the very object r.reg is too" in shared[0]
+    assert "(w.reg changed, and r.reg holds the very same object" in shared[0]
     resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=2)
-    assert resumed.replay_stopped and "very object" in resumed.replay_stopped[0].reason
+    assert resumed.replay_stopped and "very same object" in resumed.replay_stopped[0].reason
+
+
+NESTED_AND_ALIASED = """
+from flowtape import Port, connect, guard, task, workflow
+
+
+@task
+class Src:
+    n: int
+    i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @guard(lambda self: self.i < self.n)
+    def action(self):
+        self.i += 1
+        return self.i
+
+
+@task
+class Writer:
+    box: dict
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        self.box["l"].append(x)
+        return x
+
+
+@task
+class Alias:
+    items: list = []
+    view: list = []
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, x):
+        if x == 1:
+            self.view = self.items
+        self.items.append(x)
+        return f"{x}:{len(self.view)}"
+
+
+@task
+class Reader:
+    box: dict
+
+    class Ports:
+        In = Port[str](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, said):
+        return f"{said}:{list(self.box['l'])}"
+
+
+@workflow
+def main():
+    shared = []
+    src = Src(n=4)
+    w = Writer(box={"l": shared})
+    a = Alias()
+    r = Reader(box={"l": shared})
+    connect(src.Out, w.In)
+    connect(w.Out, a.In)
+    connect(a.Out, r.In)
+    connect(r.Out, "Out")
+"""
+
+
+def test_objects_shared_inside_parameters_or_between_fields_are_not_replayed_as_two(write_flow, tmp_path):
+    path = write_flow(NESTED_AND_ALIASED)
+    fresh = execute(load_flow(path), max_workers=1, runs_dir=tmp_path)
+    assert fresh.outputs == {"Out": ["1:1:[1]", "2:2:[1, 2]", "3:3:[1, 2, 3]", "4:4:[1, 2, 3, 4]"]}
+    reasons = {f.actor: f.notReplayable for f in tape_of(fresh).firings() if f.notReplayable}
+    assert "w.box changed, and r.box holds the very same object" in reasons["w"]
+    assert "a.items and a.view are one object" in reasons["a"]
+    for step in range(fresh.steps + 1):
+        resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=step)
+        assert resumed.outputs == fresh.outputs, step
 
 
 def test_the_check_of_a_tape_a_resume_must_verify_reports_its_progress(chain, tmp_path, monkeypatch):

@@ -48,14 +48,20 @@ def parameters(spec: TaskSpec, obj: Any) -> tuple[tuple[tuple[str, Any], ...], t
     return tuple(settled), tuple(watched), tuple(unwatched)
 
 
+PARTS_LIMIT = 10_000  # objects looked at inside one parameter for parts it shares
+
+
 def mark_shared(actors: list[Actor]) -> None:
-    """A watched parameter object given to several actors: a resume restores each actor's copy,
-    not one object they share, so a change to it cannot be replayed (see `recorded_state`)."""
+    """A watched parameter object given to several actors, or holding an object another one holds
+    (`box={"l": shared}` given to two): a resume restores each actor's copy, not one object they
+    share, so a change to it cannot be replayed (see `recorded_state`)."""
     holders: dict[int, list[tuple[Actor, str]]] = {}
     for actor in actors:
         for name, value, _ in actor.watched:
-            holders.setdefault(id(value), []).append((actor, name))
+            for part in _mutable_parts(value):
+                holders.setdefault(part, []).append((actor, name))
     for group in holders.values():
+        group = list(dict.fromkeys(group))
         if len(group) > 1:
             for actor, name in group:
                 actor.shared[name] = ", ".join(f"{a.path}.{n}" for a, n in group if (a, n) != (actor, name))
@@ -69,6 +75,39 @@ def _frozen(value: Any, depth: int) -> bool:
 
 
 _FROZEN = (Enum, date, time, timedelta, Decimal, UUID, PurePath, complex)
+
+
+def _mutable_parts(value: Any) -> set[int]:
+    """The ids of the objects inside `value` (itself included) that can change in place."""
+    found: set[int] = set()
+    todo = [value]
+    while todo and len(found) < PARTS_LIMIT:
+        v = todo.pop()
+        if _frozen(v, 0) or id(v) in found and type(v) not in (tuple, frozenset):
+            continue
+        if type(v) not in (tuple, frozenset):
+            found.add(id(v))
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            todo.extend(v)
+    return found
+
+
+def _aliased(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str | None:
+    """Two fields (or a field and a parameter) of one actor that hold the very same object (`self.view
+    = self.items`): the tape saves each as a value, and a resume would give back two objects."""
+    held: dict[int, str] = {}
+    names = list(state) + [n for n in actor.spec.parameters if n in attrs and n not in state] if actor.spec else list(state)
+    for name in names:
+        value = attrs.get(name, state.get(name))
+        if _frozen(value, 0):
+            continue
+        other = held.setdefault(id(value), name)
+        if other != name and (name in state or other in state):
+            return (f"{actor.path}.{other} and {actor.path}.{name} are one object: the tape saves each as a value, "
+                    "and a resume would give back two")
+    return None
 
 
 def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
@@ -95,6 +134,10 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
         return None, _problem(actor.path, state)
     if enc == actor.state_enc:
         return None, None
+    if (b"[" in enc or b"{" in enc[1:]) and (len(state) > 1 or actor.settled or actor.watched):  # (a container inside)
+        aliased = _aliased(actor, attrs, state)
+        if aliased is not None:
+            return None, aliased
     actor.state_enc = enc
     return Raw(enc), None
 
@@ -110,7 +153,7 @@ def _changed_parameters(actor: Actor, attrs: dict[str, Any], state: dict[str, An
     for name, value, enc in actor.watched:
         if name in given or attrs.get(name, value) is not value or encode(attrs[name]) != enc:
             if name in actor.shared:
-                return (f"{actor.path}.{name} changed, and it is the very object {actor.shared[name]} is too: "
+                return (f"{actor.path}.{name} changed, and {actor.shared[name]} holds the very same object: "
                         "a resume restores each actor's own copy, never an object actors share")
             given.add(name)
             state[name] = attrs.get(name)
