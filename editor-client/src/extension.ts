@@ -249,12 +249,36 @@ class Flowtape implements vscode.Disposable {
     if (editor && editor.document.languageId === "python" && editor.document.uri.scheme === "file") {
       const uri = editor.document.uri.toString();
       if (uri !== this.flowUri) {
-        this.flowUri = uri;
-        this.tree.currentUri = uri;
-        this.scheduleRefresh();
+        if (!this.flowUri || !this.ready()) {
+          this.setFlow(uri);
+          this.scheduleRefresh();
+        } else {
+          void this.considerFlow(uri);
+        }
       }
     }
     this.decorate();
+  }
+
+  /** The flow whose runs the view shows. */
+  private setFlow(uri: string): void {
+    this.flowUri = uri;
+    this.tree.currentUri = uri;
+  }
+
+  /** The view moves to a file the editor shows only if it is a flow with runs: a module its actors
+   * come from (stepping opens it), a file outside the workspace or one never run keeps the view
+   * on its flow (a run of it takes the view over). */
+  private async considerFlow(uri: string): Promise<void> {
+    let result: RunsResult | undefined;
+    try {
+      result = await this.request<RunsResult>(Methods.runs, { uri });
+    } catch {
+      return; // not a file of the workspace: no flow of it
+    }
+    if (!result?.runs?.length || vscode.window.activeTextEditor?.document.uri.toString() !== uri) return;
+    this.setFlow(uri);
+    await this.applyRuns(result);
   }
 
   private scheduleRefresh(ms = 150): void {
@@ -274,7 +298,10 @@ class Flowtape implements vscode.Disposable {
       this.tell(`the runs cannot be listed: ${errorText(e)}`);
       return;
     }
-    if (!result) return;
+    if (result) await this.applyRuns(result);
+  }
+
+  private async applyRuns(result: RunsResult): Promise<void> {
     this.store.setRuns(result.runs ?? []);
     const visible = this.tree.visibleRuns();
     const current = this.stepper.runId;
@@ -301,6 +328,7 @@ class Flowtape implements vscode.Disposable {
           return;
         }
         if (!page) return;
+        this.store.clearError(runId); // an earlier failure (a restart mid-load, say) is over
         this.store.putSteps(runId, page.steps ?? [], page.total);
         if (!page.steps?.length || this.store.loadedCount(runId) >= page.total) return;
       }
@@ -330,10 +358,7 @@ class Flowtape implements vscode.Disposable {
     this.store.runStarted(p);
     const mine = this.follow.delete(p.runId);
     if (mine || (this.flowUri && sameUri(p.uri, this.flowUri)) || !this.flowUri) {
-      if (!this.flowUri) {
-        this.flowUri = p.uri;
-        this.tree.currentUri = p.uri;
-      }
+      if (!this.flowUri || !sameUri(p.uri, this.flowUri)) this.setFlow(p.uri); // a run of another flow, started here: the view goes with it
       void this.selectRun(p.runId).then(() => {
         this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
         this.revealRun(p.runId);
@@ -415,6 +440,7 @@ class Flowtape implements vscode.Disposable {
     const runId = this.stepper.runId;
     if (runId && !this.store.isLive(runId) && !this.store.complete(runId)) {
       await this.loadSteps(runId);
+      if (this.stepper.runId !== runId) return; // another run was chosen while its steps loaded
       this.stepper.setTotal(this.store.loadedCount(runId));
     }
     this.stepper.follow = false;
@@ -490,8 +516,10 @@ class Flowtape implements vscode.Disposable {
     }
   }
 
-  private async goToPrompt(): Promise<void> {
+  /** Ask for a step of `of` (the "… earlier steps" row of a run), else of the stepper's run. */
+  private async goToPrompt(of?: string): Promise<void> {
     if (!this.stepper.runId && !this.serverUp()) return;
+    if (of && of !== this.stepper.runId && this.store.run(of)) await this.selectRun(of);
     if (!this.stepper.runId) await this.refreshRuns();
     const runId = this.stepper.runId;
     if (!runId) {
@@ -499,6 +527,7 @@ class Flowtape implements vscode.Disposable {
       return;
     }
     if (!this.store.isLive(runId)) await this.loadSteps(runId);
+    if (this.stepper.runId !== runId) return; // another run was chosen meanwhile
     this.stepper.setTotal(this.store.loadedCount(runId));
     const total = this.stepper.total;
     const value = await vscode.window.showInputBox({
@@ -510,7 +539,7 @@ class Flowtape implements vscode.Disposable {
         return typeof r === "string" ? r : undefined;
       },
     });
-    if (value === undefined) return;
+    if (value === undefined || this.stepper.runId !== runId) return; // (the box named that run)
     const n = parseGoTo(value, this.stepper.index, this.stepper.total);
     if (typeof n === "number") await this.move((s) => s.goTo(n));
   }
@@ -545,33 +574,19 @@ class Flowtape implements vscode.Disposable {
       void vscode.window.showInformationMessage("Flowtape: this flow has no run yet.");
       return;
     }
-    if (!this.store.isLive(runId) && !this.store.complete(runId)) await this.loadSteps(runId);
+    // The server finds the actor the line creates, as it finds it for hovers: in the text as the
+    // editor holds it, inside a loop's body or a nested workflow, even one that never completed a firing.
     const line = editor.selection.active.line;
-    const step =
-      this.store.stepAtLine(runId, editor.document.uri.toString(), line, sameUri) ??
-      this.stepOfName(runId, editor.document.lineAt(line).text); // lines added above it since the run
-    if (!step) {
-      void vscode.window.showInformationMessage(`Flowtape: no actor of run ${shortRunId(runId)} is created on line ${line + 1}.`);
-      return;
-    }
-    const result = await this.serverCommand<RunStartResult>(ServerCommands.rerunActor, { runId, actor: step.actor });
+    const result = await this.serverCommand<RunStartResult>(ServerCommands.rerunActor, {
+      runId, uri: editor.document.uri.toString(), line,
+    });
     if (result?.runId) this.followRun(result.runId);
   }
 
-  /** The latest step of the actor that a line like `review = Review()` creates, by its name. */
-  private stepOfName(runId: string, text: string): StepInfo | undefined {
-    const name = /^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)/.exec(text)?.[1];
-    if (!name) return undefined;
-    const steps = this.store.steps(runId);
-    for (let i = steps.length - 1; i >= 0; i--) {
-      const leaf = steps[i].actor.split("/").pop() ?? "";
-      if (leaf === name || leaf.replace(/_\d+$/, "") === name) return steps[i];
-    }
-    return undefined;
-  }
-
   private followRun(runId: string): void {
-    if (this.store.run(runId)) {
+    const run = this.store.run(runId);
+    if (run) {
+      if (run.uri && (!this.flowUri || !sameUri(run.uri, this.flowUri))) this.setFlow(run.uri);
       void this.selectRun(runId);
     } else {
       this.follow.add(runId);
@@ -597,7 +612,7 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.stepper.next", () => this.move((s) => s.next()));
     reg("flowtape.stepper.first", () => this.move((s) => s.first()));
     reg("flowtape.stepper.last", () => this.move((s) => s.last()));
-    reg("flowtape.stepper.goTo", () => this.goToPrompt());
+    reg("flowtape.stepper.goTo", (runId) => this.goToPrompt(typeof runId === "string" ? runId : undefined));
     reg("flowtape.stepper.resume", (arg) => this.resume(arg));
     reg("flowtape.stepper.rerunActor", () => this.rerunActor());
     reg("flowtape.stepper.showDetail", (arg) => this.showDetail(true, arg));

@@ -117,7 +117,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
       const item = new vscode.TreeItem(node.text, vscode.TreeItemCollapsibleState.None);
       item.iconPath = new vscode.ThemeIcon(node.error ? "error" : "ellipsis");
       item.tooltip = node.text;
-      if (!node.error) item.command = { command: "flowtape.stepper.goTo", title: "Go to Step…" };
+      if (!node.error) item.command = { command: "flowtape.stepper.goTo", title: "Go to Step…", arguments: [node.runId] };
       return item;
     }
     if (node.kind === "run") {

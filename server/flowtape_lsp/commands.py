@@ -13,14 +13,15 @@ import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps, records_from
 from flowtape.show import steps_held
-from flowtape.tape import Firing, Step
+from flowtape.tape import Firing, Header, Step
 from flowtape.values import preview_json
 from lsprotocol import types as lsp
 
 from . import protocol as P
+from .actorlines import creation_line, current_text
 from .runs import Run
 from .tapeindex import Filler, last_step_from_end
-from .workspace import client_path, flow_path, same_file
+from .workspace import client_path, flow_path, same_file, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -158,16 +159,34 @@ def register(server: FlowtapeServer) -> None:
         source = manager.get(params.runId)
         index = await manager.ready(source)
         assert index.header is not None
-        if not any(a.path == params.actor for a in index.header.actors):
+        actor = params.actor if params.actor is not None else _actor_on_line(source.run_id, index.header, params)
+        if not any(a.path == actor for a in index.header.actors):
             names = ", ".join(a.path for a in index.header.actors)
-            raise P.invalid(f"run {source.run_id} has no actor {params.actor!r} (its actors: {names})")
+            raise P.invalid(f"run {source.run_id} has no actor {actor!r} (its actors: {names})")
         end = index.end
-        if end is not None and end.error is not None and end.error.actor == params.actor:
+        if end is not None and end.error is not None and end.error.actor == actor:
             return await _resume(source, index.steps)  # its last firing is the one that failed: never recorded
-        step = await asyncio.to_thread(last_firing_step, source, params.actor)
+        step = await asyncio.to_thread(last_firing_step, source, actor)
         if step is None:
-            raise P.not_found(f"actor {params.actor!r} never fired in run {source.run_id}")
+            raise P.not_found(f"actor {actor!r} never fired in run {source.run_id}")
         return await _resume(source, step - 1)
+
+    def _actor_on_line(run_id: str, header: Header, params: P.RerunActorParams) -> str:
+        """The actor of the run that the line `params.line` of file `params.uri` creates, in the
+        text as the editor holds it (as hovers find it): inside a loop's body or a nested
+        workflow too, and one whose first firing failed."""
+        path = uri_to_path(params.uri) if params.uri is not None else None
+        if path is None or params.line is None:
+            raise P.invalid("name the actor to rerun: `actor`, or `uri` and `line` (0-based) of the line that creates it")
+        text = current_text(server.workspace, params.uri or "")
+        on_line = [a.path for a in header.actors
+                   if a.file and Path(a.file).resolve() == path.resolve() and creation_line(text, a) == params.line]
+        if not on_line:
+            raise P.not_found(f"no actor of run {run_id} is created on line {params.line + 1} of {path.name}")
+        if len(on_line) > 1:
+            raise P.invalid(f"line {params.line + 1} of {path.name} creates {len(on_line)} actors of run {run_id} "
+                            f"({', '.join(on_line[:5])}{', …' if len(on_line) > 5 else ''}): name one as `actor`")
+        return on_line[0]
 
     async def _resume(source: Run, step: int, max_workers: int | None = None) -> Any:
         header = source.index.header

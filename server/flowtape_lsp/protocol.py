@@ -88,7 +88,9 @@ class ResumeAtStepParams(Params):
 
 class RerunActorParams(Params):
     runId: Name
-    actor: Name
+    actor: Name | None = None  # or the line that creates it:
+    uri: Name | None = None
+    line: Step | None = None  # 0-based, in the file's text as the editor holds it
 
 
 class StopParams(Params):

@@ -13,8 +13,14 @@ export function statusText(index: number, total: number, actor?: string): string
   return actor ? `step ${index}/${total} · ${actor}` : `step ${index}/${total}`;
 }
 
+const STAMPED = /^\d{8}-(\d{6})-\d{6}-([0-9a-f]+)$/;
+
+/** A run id short enough for a title: a default id (`20261202-015650-424926-9d64`) by its time and
+ * random tail (`015650-9d64`), which tell runs of one day apart; a long id of the user's by its ends. */
 export function shortRunId(runId: string): string {
-  return runId.length > 12 ? runId.slice(0, 12) : runId;
+  const stamped = STAMPED.exec(runId);
+  if (stamped) return `${stamped[1]}-${stamped[2]}`;
+  return runId.length > 20 ? `${runId.slice(0, 8)}…${runId.slice(-8)}` : runId;
 }
 
 function toDate(t: string | number | null | undefined): Date | undefined {

@@ -77,7 +77,10 @@ export class StepStore {
 
   /** Replace the run list (newest first, as `flowtape/runs` returns it). Live runs keep status. */
   setRuns(runs: RunInfo[]): void {
-    this.runList = runs.map((r) => {
+    // A run announced by runStarted since the list was asked for is newer than it: it stays.
+    const listed = new Set(runs.map((r) => r.runId));
+    const newer = this.runList.filter((r) => this.live.has(r.runId) && !listed.has(r.runId));
+    this.runList = newer.concat(runs).map((r) => {
       if (this.live.has(r.runId)) {
         return { ...r, status: "running", steps: Math.max(r.steps, this.loadedCount(r.runId)) };
       }
@@ -90,6 +93,7 @@ export class StepStore {
   resetLive(): void {
     this.flush();
     this.live.clear();
+    this.errors.clear(); // (a connection lost mid-load is no fault of the run)
     this.emit({ runs: true, steps: new Set() });
   }
 
@@ -249,16 +253,6 @@ export class StepStore {
 
   hasSteps(runId: string): boolean {
     return this.stepsByRun.has(runId);
-  }
-
-  /** The step, for `uri` and 0-based `line`, whose actor is created on that line (the latest). */
-  stepAtLine(runId: string, uri: string, line: number, sameUri: (a: string, b: string) => boolean = (a, b) => a === b): StepInfo | undefined {
-    const steps = this.steps(runId);
-    for (let i = steps.length - 1; i >= 0; i--) {
-      const s = steps[i];
-      if (s.range.start.line === line && sameUri(s.uri, uri)) return s;
-    }
-    return undefined;
   }
 
   forget(runId: string): void {

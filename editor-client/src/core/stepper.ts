@@ -43,7 +43,7 @@ export class Stepper {
 
   /** The run grew (live steps) or shrank (reload). Returns true when the index moved. */
   setTotal(total: number): boolean {
-    const wasLast = this.idx > 0 && this.idx === this.count;
+    const wasLast = this.idx === this.count || this.idx === 0; // (0: a run just started, no step yet)
     this.count = Math.max(0, total);
     const before = this.idx;
     if (this.follow && wasLast) this.idx = this.count;

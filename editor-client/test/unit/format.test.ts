@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { runDescription, runIconKind, runLabel, statusText, stepDescription, stepIconKind, stepLabel, formatDuration, formatTime } from "../../src/core/format";
+import { runDescription, runIconKind, runLabel, shortRunId, statusText, stepDescription, stepIconKind, stepLabel, formatDuration, formatTime } from "../../src/core/format";
 import type { RunInfo, StepInfo } from "../../src/core/protocol";
 
 const base: StepInfo = {
@@ -27,8 +27,8 @@ test("step description and icon: replayed, diverged, live", () => {
 });
 
 test("run description shows resumed-from", () => {
-  const run: RunInfo = { runId: "20240101-abcdef123456789", workflow: "review", uri: "u", status: "succeeded", steps: 7, startedAt: "2024-01-01T10:00:00Z", resumedFrom: "20240101-aaaaaaaaaaaaaaa", resumedAtStep: 4, runDir: "/d" };
-  assert.equal(runDescription(run), "7 steps · resumed from 20240101-aaa @ step 4");
+  const run: RunInfo = { runId: "20240101-abcdef123456789", workflow: "review", uri: "u", status: "succeeded", steps: 7, startedAt: "2024-01-01T10:00:00Z", resumedFrom: "20240101-100000-123456-aa01", resumedAtStep: 4, runDir: "/d" };
+  assert.equal(runDescription(run), "7 steps · resumed from 100000-aa01 @ step 4");
   assert.equal(runDescription({ ...run, status: "running", resumedFrom: null, steps: 1 }), "running · 1 step");
   assert.match(runLabel(run), /^review · /);
   assert.equal(runIconKind("failed"), "failed");
@@ -43,4 +43,11 @@ test("time and duration formatting", () => {
   assert.equal(formatDuration(12.4), "12 ms");
   assert.equal(formatDuration(1500), "1.5 s");
   assert.equal(formatDuration(125_000), "2 min 5 s");
+});
+
+test("short run ids tell runs started minutes apart from each other", () => {
+  const ids = ["20261202-015650-424926-9d64", "20261202-015812-000001-03af", "20261202-015650-424999-77aa"];
+  assert.deepEqual(ids.map(shortRunId), ["015650-9d64", "015812-03af", "015650-77aa"]);
+  assert.equal(shortRunId("nightly"), "nightly");
+  assert.equal(shortRunId("a-very-long-run-id-given-by-hand-01"), "a-very-l…-hand-01");
 });

@@ -108,22 +108,23 @@ test("setRuns keeps a live run running and newest-first order", () => {
   assert.equal(store.complete("old"), false);
 });
 
+test("a run list asked for before a run started keeps that run", () => {
+  const store = new StepStore({ scheduler: manual() });
+  store.setRuns([run("a")]);
+  store.runStarted({ runId: "new", uri: "u", workflow: "w", runDir: "/d" });
+  store.setRuns([run("a"), run("b")]); // the answer was made before "new" existed
+  assert.deepEqual(store.runs.map((r) => r.runId), ["new", "a", "b"]);
+  store.runFinished("new", "succeeded");
+  store.setRuns([run("a")]); // a finished run the list no longer has is gone (deleted on disk)
+  assert.deepEqual(store.runs.map((r) => r.runId), ["a"]);
+});
+
 test("runStarted puts a new run first", () => {
   const store = new StepStore({ scheduler: manual() });
   store.setRuns([run("a"), run("b")]);
   store.runStarted({ runId: "c", uri: "u", workflow: "w", runDir: "/d", resumedFrom: "a", resumedAtStep: 2 });
   assert.deepEqual(store.runs.map((r) => r.runId), ["c", "a", "b"]);
   assert.equal(store.run("c")?.resumedAtStep, 2);
-});
-
-test("stepAtLine finds the latest step of the actor created on a line", () => {
-  const store = new StepStore({ scheduler: manual() });
-  store.putSteps("r", [1, 2, 3, 4, 5, 6].map((n) => step(n, `a${n % 3}`)));
-  const s = store.stepAtLine("r", "file:///w/flow.py", 11);
-  assert.equal(s?.step, 4);
-  assert.equal(s?.actor, "a1");
-  assert.equal(store.stepAtLine("r", "file:///w/flow.py", 99), undefined);
-  assert.equal(store.stepAtLine("r", "file:///other.py", 11), undefined);
 });
 
 test("listeners can be disposed", () => {

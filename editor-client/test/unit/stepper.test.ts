@@ -74,6 +74,20 @@ test("a growing run: follow keeps the cursor on the last step", () => {
   assert.equal(s.index, 8);
 });
 
+test("a run followed from its start moves onto its steps as they come", () => {
+  const s = new Stepper();
+  s.setRun("r", 0);
+  s.follow = true;
+  assert.equal(s.setTotal(2), true);
+  assert.equal(s.index, 2);
+  assert.equal(s.setTotal(5), true);
+  assert.equal(s.index, 5);
+  const t = new Stepper();
+  t.setRun("q", 0);
+  assert.equal(t.setTotal(3), false); // not followed: no step chosen for the user
+  assert.equal(t.index, 0);
+});
+
 test("a shrinking total clamps the index", () => {
   const s = new Stepper();
   s.setRun("r", 10, 9);
