@@ -8,11 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import GEN_FLOW
 from flowtape.cli import main as cli_main
 from flowtape.tape import Step, read_tape
 from flowtape.verify import verify
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from .conftest import FLOW_NESTED, collector, command, count_flow, request, uri_of, write_flow
@@ -114,6 +116,15 @@ async def test_rerun_nested_actor_resumes_before_its_last_firing(client: Languag
     again = read_tape(Path(rerun["runDir"]) / "tape.jsonl")
     live = [f for f in again.firings() if f.actor == "wrap/mid/leaf" and not f.replayed]
     assert [f.fireCount for f in live] == [last.fireCount]
+    # named by the line that creates it, as an editor's cursor does: the same rerun
+    line = next(i for i, text in enumerate(FLOW_NESTED.splitlines()) if "leaf = Inc()" in text)
+    by_line = await command(client, "flowtape.rerunActor", {"runId": first["runId"], "uri": uri_of(flow), "line": line})
+    await col.finished(by_line["runId"])
+    assert col.of("flowtape/runStarted", by_line["runId"])[0]["resumedAtStep"] == top.step - 1
+    with pytest.raises(JsonRpcException, match="no actor of run .* is created on line 1 of nested.py"):
+        await command(client, "flowtape.rerunActor", {"runId": first["runId"], "uri": uri_of(flow), "line": 0})
+    with pytest.raises(JsonRpcException, match="name the actor to rerun"):
+        await command(client, "flowtape.rerunActor", {"runId": first["runId"]})
 
 
 async def test_stop_ends_the_tape_stopped(client: LanguageClient, workspace: Path) -> None:
