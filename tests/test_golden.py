@@ -121,6 +121,16 @@ def test_compare_names_changed_fields_new_and_missing_steps():
     far = compare({"steps": [{"actor": "a", "fireCount": 1, "state": state}]},
                   {"steps": [{"actor": "a", "fireCount": 1, "state": {"log": state["log"][:-1] + ["new"]}}]})
     assert far is not None and '"old"' in far and '"new"' in far and far.count("…") >= 2
+    # equal in Python, not as values: 1, 1.0 and True are three
+    one = json.loads(json.dumps(golden))
+    one["end"]["outputs"]["Out"] = [1]
+    for other in (True, 1.0):
+        changed = json.loads(json.dumps(one))
+        changed["end"]["outputs"]["Out"] = [other]
+        assert (compare(one, changed) or "").startswith("end changed"), other
+    state_one = {"steps": [{"actor": "a", "fireCount": 1, "state": {"best": 1}}]}
+    state_true = {"steps": [{"actor": "a", "fireCount": 1, "state": {"best": True}}]}
+    assert (compare(state_one, state_true) or "").startswith("step 1 moved (a fire 1): state: ")
 
 
 def test_snapshot_is_deterministic_and_uses_one_worker():

@@ -143,7 +143,7 @@ def compare(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
         renamed = " (renamed?)" if gone and came else ""
         return f"the actors that fire changed: {' and '.join(said)}{renamed}; {step}"
     for key in ("workflow", "inputs", "end"):
-        if expected.get(key) != actual.get(key):
+        if not _same(expected.get(key), actual.get(key)):
             return f"{key} changed: {_apart(expected.get(key), actual.get(key))}"
     return None
 
@@ -154,11 +154,19 @@ def _first_step_apart(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> s
             return f"step {index + 1} is new: {new[index]['actor']} fire {new[index]['fireCount']}"
         if index >= len(new):
             return f"step {index + 1} ({old[index]['actor']} fire {old[index]['fireCount']}) is gone"
-        if old[index] != new[index]:
-            fields = sorted(k for k in set(old[index]) | set(new[index]) if old[index].get(k) != new[index].get(k))
+        if not _same(old[index], new[index]):
+            fields = sorted(k for k in set(old[index]) | set(new[index]) if not _same(old[index].get(k), new[index].get(k)))
             details = "; ".join(f"{k}: {_apart(old[index].get(k), new[index].get(k))}" for k in fields)
             return f"step {index + 1} moved ({old[index]['actor']} fire {old[index]['fireCount']}): {details}"
     return None
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal as JSON, not as Python: `1`, `1.0` and `true` are three values (Python's == says one)."""
+    return _sorted_json(old) == _sorted_json(new)
+
+
+_sorted_json = msgspec.json.Encoder(order="sorted").encode
 
 
 def _apart(old: Any, new: Any, limit: int = 160) -> str:
