@@ -288,3 +288,95 @@ def test_other_inputs_are_named_before_any_step(tmp_path):
     record(load_module(flow).main, golden, {"N": 3})
     with pytest.raises(GoldenMismatch, match=r'the inputs differ: \{"N":3\} -> \{"N":5\}'):
         check(load_module(flow).main, golden, {"N": 5})
+
+
+POINTS = '''
+from dataclasses import dataclass
+
+from flowtape import File, Port, connect, task, workflow
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+@task
+class Src:
+    n: int = 0
+
+    class Ports:
+        Out = Port[object](direction="out")
+
+    def action(self):
+        if self.n >= 3:
+            return None
+        self.n += 1
+        return Point(self.n, 10)
+
+
+@task
+class Sum:
+    last: object = None  # state holding an object of the flow's own class
+
+    class Ports:
+        In = Port[object](direction="in")
+        Doc = Port[File](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, p, doc):
+        prev = self.last.x if self.last is not None else 0
+        self.last = p
+        with open(doc) as fh:
+            return f"{p.x + p.y} (prev x {prev}) {fh.read().strip()}"
+
+
+@workflow(inputs={"Doc": File})
+def main():
+    src = Src()
+    s = Sum()
+    connect(src.Out, s.In)
+    connect("Doc", s.Doc)
+    connect(s.Out, "Out")
+'''
+
+
+def test_a_golden_holds_in_another_checkout_and_a_run_resumes_through_either_loader(tmp_path, monkeypatch):
+    """The flow's own classes are named on the tape by the flow (`__flow__:Point`), not by the
+    name a loader gave its module (`flowtape_flow_<hash of its path>`, `points`), and a `File`
+    input of the checkout is `<flow>/...` in a golden: a checkout moved keeps its goldens, and a
+    run recorded by `flowtape run` resumes from Python (and back)."""
+    import importlib
+    import shutil
+    import subprocess
+    import sys
+
+    from flowtape.runner import execute
+
+    first = tmp_path / "a"
+    first.mkdir()
+    (first / "points.py").write_text(POINTS)
+    (first / "doc.txt").write_text("ok\n")
+    monkeypatch.chdir(first)
+    assert cli_main(["golden", "record", "points.py", "g.json", "--input", "Doc=doc.txt"]) == 0
+    assert '"__flow__:Point"' in (first / "g.json").read_text() and '"<flow>/doc.txt"' in (first / "g.json").read_text()
+    subprocess.run([sys.executable, "-m", "flowtape", "run", "points.py", "--input", "Doc=doc.txt", "--run-id", "cli"],
+                   check=True, capture_output=True)
+    moved = tmp_path / "b"
+    shutil.copytree(first, moved)
+    (first / "doc.txt").write_text("the old checkout's\n")  # (were it read, the outputs would differ)
+    (first / "points.py").write_text(POINTS.replace("prev x", "before x"))
+    monkeypatch.chdir(moved)
+    assert cli_main(["golden", "check", "points.py", "g.json"]) == 0  # its input is the doc of this checkout
+    (first / "doc.txt").write_text("ok\n")  # (the run's tape names the first checkout's doc: a resume reads it)
+    monkeypatch.syspath_prepend(str(moved))
+    flow = importlib.import_module("points").main  # imported by name: another module name than the CLI's
+    recorded = read_summary_outputs(moved / ".flowtape" / "runs" / "cli")
+    for step in range(4):
+        again = execute(flow, None, max_workers=1, runs_dir=moved / ".flowtape" / "runs", resume_from="cli", at_step=step)
+        assert again.outputs == recorded and not again.replay_stopped, step
+
+
+def read_summary_outputs(run_dir: Path):  # type: ignore[no-untyped-def]
+    return json.loads((run_dir / "run.json").read_text())["outputs"]

@@ -23,6 +23,7 @@ class GoldenMismatch(FlowtapeError):
 
 
 RUN_DIR = "<run>"  # what a golden says for the run's own directory (a tool's output paths are under it)
+FLOW_DIR = "<flow>"  # and for the flow file's folder (a `File` input of the checkout): a checkout moves
 
 
 def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -33,8 +34,10 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
         result = execute(flow, inputs, max_workers=1, runs_dir=tmp, run_id="golden")
         assert result.run_dir is not None
         tape = read_tape(result.run_dir / "tape.jsonl", warn=False)
-        places = {str(result.run_dir), str(result.run_dir.resolve())}
-    local = [(msgspec.json.encode(place)[1:-1], msgspec.json.encode(RUN_DIR)[1:-1]) for place in sorted(places, key=len, reverse=True)]
+        places = {str(result.run_dir): RUN_DIR, str(result.run_dir.resolve()): RUN_DIR}
+    folder = Path(tape.header.flowFile).absolute().parent
+    places.update({f"{folder}/": f"{FLOW_DIR}/", f"{folder.resolve()}/": f"{FLOW_DIR}/"})
+    local = [(_json_text(place), _json_text(places[place])) for place in sorted(places, key=len, reverse=True)]
 
     def plain(raw: bytes | msgspec.Raw) -> bytes:
         data = bytes(raw)
@@ -77,9 +80,19 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
         elif isinstance(record, End):
             end = {"status": record.status, "outputs": msgspec.json.decode(plain(record.outputs)), "steps": record.steps}
             if record.error is not None:  # (paths of the flow's folder are written relative: a checkout moves)
-                folder = str(Path(header.flowFile).parent) + "/"
-                end["error"] = record.error.message.replace(str(result.run_dir), RUN_DIR).replace(folder, "")
-    return {"workflow": header.workflow, "inputs": msgspec.json.decode(header.inputs), "steps": steps, "end": end}
+                end["error"] = record.error.message.replace(str(result.run_dir), RUN_DIR).replace(f"{folder}/", "")
+    return {"workflow": header.workflow, "inputs": msgspec.json.decode(plain(header.inputs)), "steps": steps, "end": end}
+
+
+def _json_text(text: str) -> bytes:
+    """`text` as it stands inside a JSON string."""
+    return msgspec.json.encode(text)[1:-1]
+
+
+def _in_checkout(inputs: Any, flow: WorkflowDef) -> Any:
+    """A golden's inputs with its `<flow>/` paths in the flow's folder of this checkout."""
+    folder = f"{Path(flow.site.file).resolve().parent}/"
+    return msgspec.json.decode(msgspec.json.encode(inputs).replace(_json_text(f"{FLOW_DIR}/"), _json_text(folder)))
 
 
 class _Step(msgspec.Struct):
@@ -187,7 +200,7 @@ def check(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -
     expected = _read(Path(path))
     if expected is None:
         raise UsageError(f"no golden at {path}: record one with `flowtape golden record`")
-    given = inputs or expected.get("inputs") or None
+    given = inputs or _in_checkout(expected.get("inputs"), flow) or None
     try:
         actual = snapshot(flow, given)
     except UsageError as exc:

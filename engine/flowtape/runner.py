@@ -36,7 +36,7 @@ from .rundir import (
 from .scheduler import Engine, error_info, final_state
 from .state import big_parameters_changed
 from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, End, ErrorInfo, Header, graph_fingerprint
-from .values import NotEncodable, decode, encode, preview
+from .values import NotEncodable, decode, encode, preview, use_flow_module
 from .verify import outputs_bytes
 from .writer import TapeWriter
 
@@ -179,6 +179,7 @@ def execute(
         raise UsageError(f"max_workers must be from 1 to {MAX_WORKERS}, not {max_workers}")
     if max_steps is not None and max_steps < 1:
         raise UsageError("max_steps must be at least 1")
+    use_flow_module(getattr(flow.fn, "__module__", None))  # (its classes are named so on the tape: values.FLOW)
     graph = flow.build()
     net = build_network(graph)
     runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR

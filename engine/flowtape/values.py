@@ -87,11 +87,30 @@ def _cannot(t: type, why: str = "") -> NotEncodable:
     return NotEncodable(f"a {_NICE_NAMES.get(t, t.__name__)} cannot be saved{why}")
 
 
+# The flow file's own module is named in refs as FLOW, not by the name its loader gave it
+# (`flowtape_flow_<hash of its path>` for `flowtape run`, `flow` when imported, `__main__` as a
+# script): a tape, a resume and a golden then name its classes the same way wherever the checkout
+# is and whichever way the flow was run.
+FLOW = "__flow__"
+_LEGACY_FLOW = "flowtape_flow_"  # tapes written before FLOW: the loader's name, bound to the path
+_flow_module: str | None = None
+
+
+def use_flow_module(name: str | None) -> None:
+    """The module of the flow being run (`workflow.fn.__module__`), whose classes are FLOW's."""
+    global _flow_module
+    if name != _flow_module:
+        _flow_module = name
+        _REFS.clear()
+
+
 def _lookup(ref: object) -> type | None:
     """Resolve "module:Qualname" through sys.modules only, never importing anything."""
     if not isinstance(ref, str):
         return None
     mod_name, _, qual = ref.partition(":")
+    if _flow_module is not None and (mod_name == FLOW or (mod_name.startswith(_LEGACY_FLOW) and mod_name not in sys.modules)):
+        mod_name = _flow_module
     obj: object = sys.modules.get(mod_name)
     if obj is None or not qual:
         return None
@@ -142,7 +161,7 @@ def _ref(t: type) -> str:
         qual = t.__qualname__
         if "<locals>" in qual:
             raise _cannot(t, " (its class is defined inside a function)")
-        ref = f"{t.__module__}:{qual}"
+        ref = f"{FLOW if t.__module__ == _flow_module else t.__module__}:{qual}"
         # Fail now rather than write a tape whose values would all decode as Opaque later.
         if _lookup(ref) is None:
             raise _cannot(t, f" (class {ref} cannot be found by name)")
