@@ -568,3 +568,25 @@ def test_verify_says_which_lines_of_a_killed_run_no_hash_vouches_for(run, capsys
     assert cli_main(["verify", str(run.parent)]) == 0
     err = capsys.readouterr().err
     assert f"note: lines {last_hashed + 2}-{len(killed)}, written after the tape's last hashed record" in err
+
+
+@pytest.mark.parametrize("side", ["consumed", "produced"])
+def test_a_firing_that_moves_tokens_along_another_actors_edge_is_refused(run, side):
+    """The queues stay whole and the chain is recomputed: only the graph says that `add` never
+    takes from `double`'s input, nor `double` puts into `add`'s output."""
+    lines = lines_of(run)
+    header = decode_record(lines[0])
+    queue = {qid: i for i, qid in enumerate(header.queues)}
+    at = find(lines, b'"actor":"add"' if side == "consumed" else b'"actor":"double"', b'"fireCount":1')
+    record = decode_record(lines[at])
+    assert isinstance(record, Firing)
+    if side == "consumed":
+        (_, count, d), = record.consumed
+        record.consumed = [(queue["source.Out->double.In"], count, d)]
+    else:
+        (_, tokens), = record.produced
+        record.produced = [(queue["add.Out->total.In"], tokens)]
+    write(run, reseal(lines[:at] + [encode_record(record)] + lines[at + 1:]))
+    exc = corrupt(run)
+    assert exc.line == at + 1 and exc.rule == "a firing takes from its actor's inputs and puts into its outputs"
+    assert ("add takes from source.Out->double.In" if side == "consumed" else "double puts into add.Out->total.In") in str(exc)

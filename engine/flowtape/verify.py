@@ -61,6 +61,7 @@ class Rebuild:
         self._step_taken: dict[tuple[str, int], list[tuple[int, list[Raw]]]] = {}  # by top-level firing
         self._step_live: dict[tuple[str, int], bool] = {}  # by top-level firing: did any of its firings run live
         self.replayed_steps = 0
+        self._wired: set[tuple[str, int, bool]] = set()  # (actor, queue index, takes) found to be its edges
         self.last_taken: list[tuple[int, list[Raw]]] = []  # what the latest step's firings took
         self.last_step_seq = 0
         self.outputs = {i for i, qid in enumerate(header.queues) if qid.startswith("$.") and "->" not in qid}
@@ -122,6 +123,8 @@ class Rebuild:
         taken: list[tuple[int, list[Raw]]] = []
         for index, count, recorded in f.consumed:
             q = self._queue(index, n)
+            if (f.actor, index, True) not in self._wired:
+                self._check_wired(f.actor, index, True, n)
             if len(q) < count:
                 raise TraceCorruption(
                     f"{f.actor} takes {count} token(s) from {self.header.queues[index]} which holds {len(q)}",
@@ -142,6 +145,8 @@ class Rebuild:
         self._step_live[(top[0], top[1])] = self._step_live.get((top[0], top[1]), False) or not f.replayed
         for index, tokens in f.produced:
             q = self._queue(index, n)
+            if (f.actor, index, False) not in self._wired:
+                self._check_wired(f.actor, index, False, n)
             q.extend(tokens)
         self.taken = taken
         self.seq = f.seq
@@ -160,6 +165,24 @@ class Rebuild:
             raise TraceCorruption(str(exc), n, "a state edit gives a state from the actor's last one") from None
         if f.chat:
             self.chats.setdefault(f.actor, []).append(f.chat)
+
+    def _check_wired(self, actor: str, index: int, takes: bool, n: int) -> None:
+        """A firing takes only from a queue into its actor (`… ->actor.Port`) and puts only into
+        one out of its actor or of a nested workflow holding it (`actor.Port-> …`; `$.Out`, a
+        workflow's output, from any actor): a tape whose firings move tokens along other edges
+        tells a run no graph could have had."""
+        qid = self.header.queues[index]
+        if takes:
+            owner = qid.rpartition("->")[2].rpartition(".")[0] if "->" in qid else None
+            ok = owner == actor
+        else:
+            owner = qid.partition("->")[0].rpartition(".")[0]
+            ok = owner == "$" or actor == owner or actor.startswith(owner + "/")
+        if not ok:
+            what = "takes from" if takes else "puts into"
+            raise TraceCorruption(f"{actor} {what} {qid}, which is not an edge of {actor}'s", n,
+                                  "a firing takes from its actor's inputs and puts into its outputs")
+        self._wired.add((actor, index, takes))
 
     def _queue(self, index: int, n: int) -> deque[Raw]:
         if not 0 <= index < len(self.queues):
