@@ -264,6 +264,16 @@ def test_an_input_of_the_wrong_type_is_refused_before_anything_runs(cli, write_f
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_items_of_a_typed_container_input_are_checked_too():
+    from flowtape.runner import _fits
+
+    assert _fits([1, 2], list[int]) and not _fits(["a"], list[int]) and not _fits([True], list[int])
+    assert _fits({"a": 1.5, "b": 2}, dict[str, float]) and not _fits({"a": "x"}, dict[str, float])
+    assert _fits(None, int | None) and _fits(3, int | None) and not _fits(True, int | None)
+    assert _fits((1, "a"), tuple[int, str]) and _fits((1, 2, 3), tuple[int, ...]) and not _fits((1, "x"), tuple[int, ...])
+    assert not _fits((1,), tuple[int, str]) and _fits([[1], [2, 3]], list[list[int]]) and not _fits([[1], ["x"]], list[list[int]])
+
+
 def test_a_declared_input_left_out_is_pointed_out(cli, write_flow):
     flow = write_flow(TYPED_INPUT)
     code, out, err = cli("run", str(flow))

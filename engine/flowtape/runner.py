@@ -7,8 +7,11 @@ import os
 import signal
 import sys
 import threading
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +83,35 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
             names = ", ".join(graph.inputs) or "none"
             raise UsageError(f"workflow {graph.name} has no input port {port!r} (its inputs: {names})")
         expected = graph.inputs.get(port)
-        # (true is an int to Python, never an int or float input a user meant)
-        if not types_compatible(type(value), expected) or (type(value) is bool and expected in (int, float)):
+        if not _fits(value, expected):
             raise UsageError(
                 f"input {port!r} of workflow {graph.name} expects {type_name(expected)}, "
                 f"not {type(value).__name__} {preview(value, 40)}"
             )
+
+
+FITS_CHECKED = 10_000  # items of an input container checked against its declared item type
+
+
+def _fits(value: Any, expected: Any) -> bool:
+    """Whether an input value is of its declared type, items of `list[int]`, `dict[str, float]`,
+    `tuple[int, str]` and members of `int | None` included (true is no int or float a user meant)."""
+    origin, args = typing.get_origin(expected), typing.get_args(expected)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is None or not args:
+        return types_compatible(type(value), expected) and not (type(value) is bool and expected in (int, float))
+    if not types_compatible(type(value), origin):
+        return False
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in islice(value.items(), FITS_CHECKED))
+    if origin is tuple and isinstance(value, tuple):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(x, args[0]) for x in islice(value, FITS_CHECKED))
+        return len(args) == len(value) and all(_fits(x, a) for x, a in zip(value, args, strict=True))
+    if origin in (list, set, frozenset) and len(args) == 1 and isinstance(value, (list, set, frozenset)):
+        return all(_fits(x, args[0]) for x in islice(value, FITS_CHECKED))
+    return True  # a generic of another kind: its outer type is what is checked
 
 
 def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[str]]:
