@@ -1017,6 +1017,21 @@ def test_objects_shared_inside_parameters_or_between_fields_are_not_replayed_as_
         assert resumed.outputs == fresh.outputs, step
 
 
+def test_an_object_held_twice_deep_in_one_actors_state_is_not_replayed_as_two(write_flow, tmp_path):
+    flow = NESTED_AND_ALIASED.replace(
+        "        if x == 1:\n            self.view = self.items\n",
+        "        if x == 1:\n            self.view = [{'all': self.items}]\n",
+    ).replace('return f"{x}:{len(self.view)}"', 'return f"{x}:{len(self.view[0][\'all\'])}"')
+    path = write_flow(flow)
+    fresh = execute(load_flow(path), max_workers=1, runs_dir=tmp_path)
+    assert fresh.outputs == {"Out": ["1:1:[1]", "2:2:[1, 2]", "3:3:[1, 2, 3]", "4:4:[1, 2, 3, 4]"]}
+    reasons = {f.notReplayable for f in tape_of(fresh).firings() if f.actor == "a"}
+    assert reasons == {"a.items and a.view[0]['all'] are one object: the tape saves each as a value, and a resume would give back two"}
+    for step in range(fresh.steps + 1):
+        resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=step)
+        assert resumed.outputs == fresh.outputs, step
+
+
 def test_the_check_of_a_tape_a_resume_must_verify_reports_its_progress(chain, tmp_path, monkeypatch):
     """A tape from elsewhere is verified before the resume: `on_check` follows that check (the
     CLI shows it on a terminal), and a trusted tape, not checked, calls it never."""

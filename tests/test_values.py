@@ -17,6 +17,7 @@ import uuid
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from zoneinfo import ZoneInfo
 
 import msgspec
 import pytest
@@ -73,6 +74,20 @@ class Frozen:
 
     def __post_init__(self) -> None:
         Frozen.calls.append(self.name)
+
+
+class Bits(enum.IntFlag):
+    R = 4
+    W = 2
+
+
+@dataclasses.dataclass
+class Priced:
+    qty: int
+    price: float
+
+    def __post_init__(self) -> None:
+        self.total = self.qty * self.price  # not a field: kept as the instance has it
 
 
 @dataclasses.dataclass(slots=True)
@@ -149,6 +164,12 @@ ROUND_TRIP = [
     Perm.R,
     Perm.R | Perm.W,
     Perm(0),
+    Bits(8),  # bits no member names: by their value, not as Bits(0)
+    Bits.R | 8,
+    Priced(2, 1.5),
+    datetime(2024, 3, 30, 12, tzinfo=ZoneInfo("Europe/Paris")),  # a zone, not only its offset of the day
+    time(9, tzinfo=ZoneInfo("Europe/Paris")),
+    datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=1), "CET")),
     datetime(2024, 5, 6, 7, 8, 9, 123456),
     datetime(2024, 5, 6, 7, 8, tzinfo=timezone(timedelta(hours=5, minutes=30))),
     datetime(2021, 11, 7, 1, 30, fold=1),
@@ -182,9 +203,11 @@ def test_round_trip(value: object) -> None:
     _same(from_json(to_json(value)), value)
     assert msgspec.json.encode(json.loads(raw)) == raw  # plain JSON: what any reader reads back, byte for byte
     assert canonical(json.loads(canonical(json.loads(raw)))) == canonical(json.loads(raw))
+    back: typing.Any = decode(raw)
     if isinstance(value, datetime | time):
-        back: typing.Any = decode(raw)
-        assert back.fold == value.fold
+        assert back.fold == value.fold and back.tzinfo == value.tzinfo and back.tzname() == value.tzname()
+    if isinstance(value, Priced):
+        assert back.total == value.total
 
 
 def test_exceptions_are_not_encodable() -> None:

@@ -95,19 +95,39 @@ def _mutable_parts(value: Any) -> set[int]:
 
 
 def _aliased(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str | None:
-    """Two fields (or a field and a parameter) of one actor that hold the very same object (`self.view
-    = self.items`): the tape saves each as a value, and a resume would give back two objects."""
-    held: dict[int, str] = {}
+    """Two places in one actor's state (or a field and a parameter) that hold the very same list,
+    dict, set or object, at any depth (`self.view = self.items`, `self.by_name["all"] = self.items`):
+    the tape saves each as a value, and a resume would give back two."""
+    held: dict[int, tuple[str, str]] = {}  # id -> (where, the field it is under)
     names = list(state) + [n for n in actor.spec.parameters if n in attrs and n not in state] if actor.spec else list(state)
+    budget = PARTS_LIMIT
     for name in names:
-        value = attrs.get(name, state.get(name))
-        if _frozen(value, 0):
-            continue
-        other = held.setdefault(id(value), name)
-        if other != name and (name in state or other in state):
-            return (f"{actor.path}.{other} and {actor.path}.{name} are one object: the tape saves each as a value, "
-                    "and a resume would give back two")
+        todo: list[tuple[Any, str]] = [(attrs.get(name, state.get(name)), f"{actor.path}.{name}")]
+        while todo and budget > 0:
+            value, where = todo.pop()
+            budget -= 1
+            if _frozen(value, 0):
+                continue
+            if type(value) not in (tuple, frozenset):
+                first = held.setdefault(id(value), (where, name))
+                if first[0] != where:
+                    if name in state or first[1] in state:
+                        return f"{first[0]} and {where} are one object: the tape saves each as a value, and a resume would give back two"
+                    continue
+            if isinstance(value, dict):
+                if not IMMUTABLE.issuperset(map(type, value.values())):  # (all scalars, most of a big state: in C)
+                    todo.extend((x, f"{where}[{_key(k)}]") for k, x in value.items() if type(x) not in IMMUTABLE)
+            elif isinstance(value, (list, tuple, set, frozenset)):
+                if not IMMUTABLE.issuperset(map(type, value)):
+                    todo.extend((x, f"{where}[{i}]") for i, x in enumerate(value) if type(x) not in IMMUTABLE)
+            elif hasattr(value, "__dict__") and not isinstance(value, type):
+                todo.extend((x, f"{where}.{k}") for k, x in vars(value).items())
     return None
+
+
+def _key(k: Any) -> str:
+    text = repr(k)
+    return text if len(text) <= 30 else text[:29] + "…"
 
 
 def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
@@ -134,7 +154,7 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
         return None, _problem(actor.path, state)
     if enc == actor.state_enc:
         return None, None
-    if (b"[" in enc or b"{" in enc[1:]) and (len(state) > 1 or actor.settled or actor.watched):  # (a container inside)
+    if enc.count(b"[") + enc.count(b"{") > 2:  # two containers inside at least: one may be held twice
         aliased = _aliased(actor, attrs, state)
         if aliased is not None:
             return None, aliased

@@ -19,7 +19,7 @@ import sys
 import sysconfig
 import threading
 from collections.abc import Callable, Iterable
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from enum import Enum, Flag
 from functools import reduce
@@ -28,6 +28,7 @@ from pathlib import Path, PurePath
 from types import BuiltinFunctionType
 from typing import Any, cast
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import msgspec
 
@@ -291,8 +292,19 @@ def _set(v: set[Any] | frozenset[Any], d: int, active: set[int]) -> object:
 
 
 def _clock(tag: str, v: datetime | time) -> object:
-    # isoformat drops fold, which decides which of a repeated (DST) hour is meant.
-    return {TAG: tag, "v": v.isoformat(), "fold": 1} if v.fold else {TAG: tag, "v": v.isoformat()}
+    # isoformat drops fold, which decides which of a repeated (DST) hour is meant, and the zone:
+    # an offset is not a zone (its DST rules), nor does a time's offset say its zone's name.
+    out: dict[str, object] = {TAG: tag, "v": v.isoformat()}
+    if v.fold:
+        out["fold"] = 1
+    zone = v.tzinfo
+    if isinstance(zone, ZoneInfo) and zone.key:
+        out["tz"] = zone.key
+    elif isinstance(zone, timezone) and zone is not UTC:
+        name = zone.tzname(None)
+        if name != timezone(zone.utcoffset(None)).tzname(None):  # a name of its own: timezone(td, "CET")
+            out["tzname"] = name
+    return out
 
 
 # Exact types only: subclasses (IntEnum, NamedTuple, Path...) must keep their class.
@@ -311,7 +323,11 @@ _BY_TYPE: dict[type, Callable[[Any, int, set[int]], object]] = {
 
 def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
     if isinstance(v, Enum):
-        return {TAG: "enum", "cls": _ref(t), "v": v.name}
+        name, members = v.name, cast(Any, t).__members__
+        if name is not None and (name in members or (isinstance(v, Flag) and all(n in members for n in name.split("|")))):
+            return {TAG: "enum", "cls": _ref(t), "v": name}
+        # a member no name tells (a flag's unnamed bits, one that _missing_ made): by its value
+        return {TAG: "enum", "cls": _ref(t), "v": None, "value": _conv(v.value, d + 1, active)}
     if issubclass(t, type):  # not isinstance(v, type): list[int] claims to be a type
         if v.__module__ != "builtins" and not _own(v):
             raise NotEncodable(_not_own(_ref(v)))  # a tape would refuse to rebuild it: say so when it is put
@@ -330,7 +346,11 @@ def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
     if fields is not None:
         # Unset init=False fields and empty slots are skipped rather than failing.
         got = {n: x for n in fields if (x := getattr(v, n, _MISSING)) is not _MISSING}
-        return {TAG: "dataclass", "cls": ref, "v": _dict(got, d, active, attrs=True)}
+        data: dict[str, object] = {TAG: "dataclass", "cls": ref, "v": _dict(got, d, active, attrs=True)}
+        more = {n: x for n, x in getattr(v, "__dict__", {}).items() if n not in got}  # set in __post_init__, say
+        if more:
+            data["more"] = _dict(more, d, active, attrs=True)
+        return data
     out: dict[str, object] = {TAG: "object", "cls": ref, "v": _dict(getattr(v, "__dict__", {}), d, active, attrs=True)}
     if slots:
         got = {n: x for n in slots if (x := getattr(v, n, _MISSING)) is not _MISSING}
@@ -459,6 +479,10 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
         return leaf(v)
     if tag == "datetime" or tag == "time":
         got = (datetime if tag == "datetime" else time).fromisoformat(v)
+        if isinstance(d.get("tz"), str):
+            got = got.replace(tzinfo=ZoneInfo(d["tz"]))
+        elif isinstance(d.get("tzname"), str) and got.tzinfo is not None:
+            got = got.replace(tzinfo=timezone(got.utcoffset() or timedelta(0), d["tzname"]))
         return got.replace(fold=1) if d.get("fold") else got
     if tag == "path" and "cls" not in d:
         return Path(v)
@@ -472,7 +496,14 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
         ref = f"?{tag}"  # unknown tag from a newer writer: keep it as Opaque, never guess
     payload = from_json(v)
     extra: Any = from_json(d.get("slots") or {})
+    if isinstance(d.get("more"), dict):
+        extra = {**cast(dict[str, Any], from_json(d["more"])), **extra}
     cls = _lookup(ref)
+    if tag == "enum" and "value" in d and cls is not None and issubclass(cls, Enum):
+        try:
+            return cls(from_json(d["value"]))
+        except (ValueError, TypeError):
+            pass  # no member has that value any more: show it
     if cls is not None and tag in ("dataclass", "object") and not _own(cls):
         raise ValueError(_not_own(ref))
     if cls is not None:
@@ -581,7 +612,7 @@ def _show_tag(tag: str, x: dict[str, Any], v: Any, limit: int, depth: int) -> st
     if tag == "path":
         return f"{name or 'Path'}({v!r})"
     if tag == "enum":
-        return f"{name}.{v}"
+        return f"{name}.{v}" if v is not None else f"{name}({_show(x.get('value'), limit, depth, True)})"
     if tag == "type":
         return f"<class '{str(v).replace(':', '.')}'>"
     if tag in ("dataclass", "object") and type(v) is dict and TAG not in v:
