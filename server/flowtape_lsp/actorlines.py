@@ -79,8 +79,8 @@ def creation_line(text: FileText, actor: ActorInfo) -> int | None:
     """The line (0-based) of `text` that creates `actor`: its recorded line, moved along with the
     editor's unsaved edits, while that line still creates it (assigns its name, or names its
     class: `return Square()` in a factory); else the nearest line that assigns its name, one
-    that names its class too first (the file was edited since the run). None when the
-    recorded line is gone."""
+    that names its class too first (the file was edited since the run). None when no line
+    creates it any more."""
     key = (actor.path, actor.line, actor.cls)
     if key not in text.found:
         text.found[key] = _creation_line(text, actor)
@@ -89,7 +89,7 @@ def creation_line(text: FileText, actor: ActorInfo) -> int | None:
 
 def _creation_line(text: FileText, actor: ActorInfo) -> int | None:
     lines = text.lines
-    at, _ = text.moved(actor.line - 1)
+    at, _ = text.moved(actor.line - 1)  # (a line edited or deleted since: where it was)
     name = actor.path.rsplit("/", 1)[-1]
     names = {name, re.sub(r"_[0-9]+$", "", name)}  # `drafts_0` is an item of `drafts = [...]`, `w_1` of a for loop's `w`
     alternatives = "|".join(re.escape(n) for n in sorted(names))
@@ -105,6 +105,4 @@ def _creation_line(text: FileText, actor: ActorInfo) -> int | None:
                 if names_class is None or names_class.search(lines[line0]):
                     return line0
                 nearest = line0 if nearest is None else nearest
-    if nearest is not None:
-        return nearest
-    return at if 0 <= at < len(lines) else None
+    return nearest  # None: no line creates it now (its line was deleted), and no hint stands for it

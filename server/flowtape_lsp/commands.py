@@ -175,9 +175,17 @@ def register(server: FlowtapeServer) -> None:
         """The actor of the run that the line `params.line` of file `params.uri` creates, in the
         text as the editor holds it (as hovers find it): inside a loop's body or a nested
         workflow too, and one whose first firing failed."""
-        path = uri_to_path(params.uri) if params.uri is not None else None
-        if path is None or params.line is None:
+        if params.uri is None or params.line is None:
             raise P.invalid("name the actor to rerun: `actor`, or `uri` and `line` (0-based) of the line that creates it")
+        path = uri_to_path(params.uri)
+        if path is None:
+            raise P.invalid(f"uri {params.uri!r} names no file (a file: uri is expected)")
+        try:
+            found = path.is_file()
+        except (OSError, ValueError):
+            found = False
+        if not found:
+            raise P.invalid(f"uri {params.uri!r}: no such file")
         text = current_text(server.workspace, params.uri or "")
         on_line = [a.path for a in header.actors
                    if a.file and Path(a.file).resolve() == path.resolve() and creation_line(text, a) == params.line]

@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 
 from .actorlines import creation_line, current_text
 from .runs import Run
-from .workspace import file_key, find_actor, path_to_uri, uri_to_path
+from .workspace import file_key, find_actor, path_to_uri, split_lines, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -50,7 +50,7 @@ def _syntax_error(text: str, file: str) -> lsp.Diagnostic | None:
         # (not the file's own name: Python would place the error on the saved file's line instead)
         compile(text, f"<{file}>", "exec", dont_inherit=True)
     except SyntaxError as exc:
-        lines = text.splitlines()
+        lines = split_lines(text)
         line0 = max((exc.lineno or 1) - 1, 0)
         start = max((exc.offset or 1) - 1, 0)
         end_line = max((exc.end_lineno or exc.lineno or 1) - 1, line0)

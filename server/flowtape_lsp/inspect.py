@@ -145,7 +145,7 @@ class Inspector:
         ]
         candidates.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
         for run in candidates[:TRIED_RUNS]:
-            if run.index.header is None and (run.live or run.finished and not run.index.offset):
+            if self.server.manager.starting(run) or self.server.manager.never_started(run):
                 continue  # still importing its flow, or failed before its tape began: nothing to show
             shown = await self._last_view(run)
             if shown is not None:

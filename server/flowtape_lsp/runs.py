@@ -127,7 +127,7 @@ class RunManager:
 
     def _forget_if_gone(self, run: Run) -> bool:
         """Drop a finished run whose tape was deleted (or moved) since; True if it was."""
-        if run.junk or run.live or (run.run_dir / TAPE).is_file() or self._never_started(run):
+        if run.junk or run.live or (run.run_dir / TAPE).is_file() or self.never_started(run):
             return False
         self.runs.pop(run.run_id, None)
         return True
@@ -193,7 +193,7 @@ class RunManager:
         return run.live and not run.finished and run.index.header is None and run.index.corrupt is None
 
     @staticmethod
-    def _never_started(run: Run) -> bool:
+    def never_started(run: Run) -> bool:
         """A run this server started that failed before writing its tape (a flow that does not
         load, a bad input): kept, so that asking for its steps says why there are none."""
         return run.owned and run.finished and run.index.header is None and not run.index.offset

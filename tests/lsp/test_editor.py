@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -175,6 +177,33 @@ async def test_a_run_error_stands_on_its_actor_line_and_not_on_a_look_alike(clie
     saved = text.split("\n")
     main_picky = max(i for i, line in enumerate(saved) if "picky = Picky()" in line)
     assert error.range.start.line == main_picky + 4, (error.range, main_picky)
+
+
+async def test_hints_of_a_run_on_disk_show_at_once_and_leave_an_actor_whose_line_was_deleted(
+    client: LanguageClient, workspace: Path,
+) -> None:
+    """A finished run the server found on disk and has not read yet is shown from its tape's end
+    at the first request; an actor whose line the user deleted (unsaved) has no hint, and its
+    neighbour's hint stays its own."""
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    subprocess.run([sys.executable, "-m", "flowtape", "run", str(flow), "--run-id", "disk"], cwd=workspace,
+                   check=True, capture_output=True)
+    deadline = time.monotonic() + 15
+    while not (await request(client, "flowtape/runs", {}))["runs"]:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    open_doc(client, flow)
+    whole = lsp.Range(lsp.Position(0, 0), lsp.Position(len(flow.read_text().splitlines()), 0))
+    hints = await client.text_document_inlay_hint_async(lsp.InlayHintParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri_of(flow)), range=whole))
+    assert [(h.position.line, h.label) for h in hints or []] == [
+        (line_of(flow, "count = Count("), "×3 {'i': 3}"), (line_of(flow, "double = Double()"), "×3 {'total': 6}")]
+    lines = flow.read_text().splitlines(keepends=True)
+    gone = line_of(flow, "count = Count(")
+    change_doc(client, flow, "".join(lines[:gone] + lines[gone + 1:]), version=2)
+    hints = await client.text_document_inlay_hint_async(lsp.InlayHintParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri_of(flow)), range=whole))
+    assert [(h.position.line, h.label) for h in hints or []] == [(gone, "×3 {'total': 6}")]  # double's, moved up
 
 
 async def test_hovers_in_a_module_that_flows_take_actors_from(client: LanguageClient, workspace: Path) -> None:
@@ -393,3 +422,12 @@ async def test_a_flow_whose_import_ends_the_process_is_still_an_error(
     open_doc(client, flow)
     (error,) = await diagnostics_for(client, uri, lambda ds: bool(ds))
     assert error.code == "flow-error" and error.message.startswith(says) and error.range.start.line == 0
+
+
+async def test_a_syntax_error_below_a_form_feed_is_where_python_puts_it(client: LanguageClient, workspace: Path) -> None:
+    text = "# flowtape: a\x0cpage\nx = '😀😀' $\n"  # (a form feed breaks no line for Python or LSP)
+    flow = write_flow(workspace, "ff.py", text)
+    open_doc(client, flow)
+    (error,) = await diagnostics_for(client, uri_of(flow), bool)
+    assert error.code == "syntax-error"
+    assert (error.range.start.line, error.range.start.character) == (1, 11)  # UTF-16 units: each emoji is two

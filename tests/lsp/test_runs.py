@@ -125,6 +125,8 @@ async def test_rerun_nested_actor_resumes_before_its_last_firing(client: Languag
         await command(client, "flowtape.rerunActor", {"runId": first["runId"], "uri": uri_of(flow), "line": 0})
     with pytest.raises(JsonRpcException, match="name the actor to rerun"):
         await command(client, "flowtape.rerunActor", {"runId": first["runId"]})
+    with pytest.raises(JsonRpcException, match="nope.py': no such file"):
+        await command(client, "flowtape.rerunActor", {"runId": first["runId"], "uri": uri_of(workspace / "nope.py"), "line": 3})
 
 
 async def test_stop_ends_the_tape_stopped(client: LanguageClient, workspace: Path) -> None:
