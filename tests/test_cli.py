@@ -274,6 +274,15 @@ def test_the_items_of_a_typed_container_input_are_checked_too():
     assert not _fits((1,), tuple[int, str]) and _fits([[1], [2, 3]], list[list[int]]) and not _fits([[1], ["x"]], list[list[int]])
 
 
+def test_a_json_list_given_for_a_declared_tuple_or_set_is_one(cli, write_flow):
+    flow = write_flow(TYPED_INPUT.replace('inputs={"In": int}, outputs={"Out": int}', 'inputs={"In": int, "T": tuple[int, str], "S": set[int]}')
+                      .replace('connect(a.Out, "Out")', 'connect(a.Out, "Out")\n        connect("T", "TOut")\n        connect("S", "SOut")'))
+    code, out, err = cli("run", str(flow), "--input", "In=1", "--input", 'T=[1, "a"]', "--input", "S=[3, 3, 4]")
+    assert code == 0 and "TOut: [(1, 'a')]" in out and "SOut: [{3, 4}]" in out, (out, err)
+    code, out, err = cli("run", str(flow), "--input", "In=1", "--input", "T=[1, 2]")
+    assert code == 2 and "expects tuple[int, str], not tuple (1, 2)" in err
+
+
 def test_a_declared_input_left_out_is_pointed_out(cli, write_flow):
     flow = write_flow(TYPED_INPUT)
     code, out, err = cli("run", str(flow))

@@ -83,6 +83,7 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
             names = ", ".join(graph.inputs) or "none"
             raise UsageError(f"workflow {graph.name} has no input port {port!r} (its inputs: {names})")
         expected = graph.inputs.get(port)
+        value = inputs[port] = _shaped(value, expected)
         if not _fits(value, expected):
             raise UsageError(
                 f"input {port!r} of workflow {graph.name} expects {type_name(expected)}, "
@@ -91,6 +92,27 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
 
 
 FITS_CHECKED = 10_000  # items of an input container checked against its declared item type
+
+
+def _shaped(value: Any, expected: Any) -> Any:
+    """A JSON list given for a declared tuple, set or frozenset (from `--input`, an editor), as one:
+    JSON has no other array."""
+    origin = typing.get_origin(expected) or expected
+    args = typing.get_args(expected)
+    if isinstance(value, list) and origin in (tuple, set, frozenset):
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return tuple(_shaped(x, a) for x, a in zip(value, args, strict=False)) + tuple(value[len(args):])
+        item = args[0] if args else Any
+        shaped = [_shaped(x, item) for x in value]
+        try:
+            return origin(shaped)
+        except TypeError:  # an unhashable item for a set: said by the type check
+            return value
+    if isinstance(value, list) and origin is list and args:
+        return [_shaped(x, args[0]) for x in value]
+    if isinstance(value, dict) and origin is dict and len(args) == 2:
+        return {k: _shaped(x, args[1]) for k, x in value.items()}
+    return value
 
 
 def _fits(value: Any, expected: Any) -> bool:
