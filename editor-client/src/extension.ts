@@ -48,6 +48,10 @@ class Flowtape implements vscode.Disposable {
   private readonly loading = new Map<string, Promise<void>>();
   private readonly disposables: vscode.Disposable[] = [];
   private flowUri: string | undefined;
+  /** The file the stepper is opening to show a step (its opening is no choice of another flow). */
+  private navigatingTo: string | undefined;
+  /** The Python file the user last went to (not one the stepper opened). */
+  private chosen: string | undefined;
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   /** A run we asked for (resume/rerun) whose runStarted the stepper should follow. */
   private readonly follow = new Set<string>();
@@ -173,7 +177,13 @@ class Flowtape implements vscode.Disposable {
       this.store.resetLive();
       if (e.newState === State.Running && this.client === client) {
         this.scheduleRefresh(0);
-        setTimeout(() => this.applyCursor({ openEditor: false }), 300);
+        setTimeout(() => {
+          this.applyCursor({ openEditor: false });
+          const chosen = this.chosen; // a flow the user went to while the server was down
+          if (chosen && chosen !== this.flowUri && vscode.window.activeTextEditor?.document.uri.toString() === chosen) {
+            void this.considerFlow(chosen);
+          }
+        }, 300);
       }
     });
     this.client = client;
@@ -248,12 +258,13 @@ class Flowtape implements vscode.Disposable {
   private onEditorChange(editor: vscode.TextEditor | undefined): void {
     if (editor && editor.document.languageId === "python" && editor.document.uri.scheme === "file") {
       const uri = editor.document.uri.toString();
-      if (uri !== this.flowUri) {
-        if (!this.flowUri || !this.ready()) {
+      if (uri !== this.navigatingTo) this.chosen = uri;
+      if (uri !== this.flowUri && uri !== this.navigatingTo) { // (the stepper opening a step's file keeps its run)
+        if (!this.flowUri) {
           this.setFlow(uri);
           this.scheduleRefresh();
-        } else {
-          void this.considerFlow(uri);
+        } else if (this.ready()) {
+          void this.considerFlow(uri); // (with the server down, when it is back)
         }
       }
     }
@@ -291,13 +302,15 @@ class Flowtape implements vscode.Disposable {
 
   async refreshRuns(): Promise<void> {
     if (!this.ready()) return;
+    const asked = this.flowUri;
     let result: RunsResult | undefined;
     try {
-      result = await this.request<RunsResult>(Methods.runs, this.flowUri ? { uri: this.flowUri } : {});
+      result = await this.request<RunsResult>(Methods.runs, asked ? { uri: asked } : {});
     } catch (e) {
       this.tell(`the runs cannot be listed: ${errorText(e)}`);
       return;
     }
+    if (this.flowUri !== asked) return; // the view moved to another flow meanwhile: that one's list counts
     if (result) await this.applyRuns(result);
   }
 
@@ -358,9 +371,15 @@ class Flowtape implements vscode.Disposable {
     this.store.runStarted(p);
     const mine = this.follow.delete(p.runId);
     if (mine || (this.flowUri && sameUri(p.uri, this.flowUri)) || !this.flowUri) {
-      if (!this.flowUri || !sameUri(p.uri, this.flowUri)) this.setFlow(p.uri); // a run of another flow, started here: the view goes with it
+      if (!this.flowUri || !sameUri(p.uri, this.flowUri)) {
+        this.setFlow(p.uri); // a run of another flow, started here: the view goes with it, earlier runs too
+        this.scheduleRefresh();
+      }
+      // A run started elsewhere (a terminal) is shown; it takes the stepper only from no step, and
+      // only a run started here is followed.
+      if (!mine && this.stepper.runId && this.stepper.index > 0) return;
       void this.selectRun(p.runId).then(() => {
-        this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
+        if (mine) this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
         this.revealRun(p.runId);
       });
     }
@@ -479,9 +498,12 @@ class Flowtape implements vscode.Disposable {
     let editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri.toString());
     if (!editor && openEditor) {
       try {
+        this.navigatingTo = uri.toString();
         editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true });
       } catch (e) {
         this.log(`cannot open ${step.uri}: ${String(e)}`);
+      } finally {
+        this.navigatingTo = undefined;
       }
     }
     this.decorate();
@@ -618,7 +640,10 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.stepper.showDetail", (arg) => this.showDetail(true, arg));
     reg("flowtape.view.refresh", async (arg) => {
       if (!this.serverUp()) return;
-      if (arg && typeof arg === "object" && "uri" in arg) await vscode.commands.executeCommand("flowtape.runs.focus"); // the "Runs (n)" lens
+      if (arg && typeof arg === "object" && "uri" in arg && typeof arg.uri === "string") { // the "Runs (n)" lens: that flow's runs
+        this.setFlow(arg.uri);
+        await vscode.commands.executeCommand("flowtape.runs.focus");
+      }
       await this.refreshRuns();
     });
     reg("flowtape.view.restartServer", () => this.restart());
