@@ -4,10 +4,13 @@ unwired outputs and inherit_stdio, run()'s options and its error's cause)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from flowtape import FlowError, RunFailed, run
 from flowtape.loader import load_flow
 from flowtape.runner import execute
+from flowtape.tape import read_tape
 
 UNIONS = '''
 from typing import Optional, Union
@@ -147,6 +150,8 @@ def test_file_map_resource_ports_a_source_and_a_tools_unwired_output(write_flow,
     assert result.outputs == {"Out": [{"lines": 3}]}
     work = sorted(p.name for p in (result.run_dir / "work").iterdir())
     assert work == ["c__1__Lines.md"]  # the extension from File(ext=".md"); Log was not asked for
+    (put,) = [f.produced for f in read_tape(result.run_dir / "tape.jsonl").firings() if f.actor == "d"]
+    assert [bytes(t) for _, tokens in put for t in tokens] == [json.dumps(str(data)).encode()]  # a path: a string
     # the source put its path once: a resume at its step replays it, and the rest runs the same
     again = execute(load_flow(path), runs_dir=tmp_path, resume_from=result.run_dir, at_step=1)
     assert again.outputs == result.outputs

@@ -168,7 +168,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         where = f" · tape {result.run_dir}" if result.run_dir else ""
         print(f"{result.status} · {result.steps} steps · {result.firings} firings{where}", file=sys.stderr)
         if result.status == "stopped" and args.max_steps is not None and result.steps >= args.max_steps:
-            print(f"stopped at --max-steps {args.max_steps}: go on with --resume-from {result.run_id}", file=sys.stderr)
+            go_on = f": go on with --resume-from {result.run_id}" if result.run_dir else " (--no-tape: nothing to resume from)"
+            print(f"stopped at --max-steps {args.max_steps}{go_on}", file=sys.stderr)
         for d in result.replay_stopped:
             print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}", file=sys.stderr)
         for qid, count in result.leftovers:

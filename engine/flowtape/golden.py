@@ -125,9 +125,10 @@ def _read(path: Path) -> dict[str, Any] | None:
     return expected
 
 
-def record(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+def record(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the golden of a fresh run to `path`: a new file, or a golden file already there
     (never a flow, a tape or any other file, which would be lost)."""
+    path = Path(path)
     if path.suffix in (".py", ".jsonl") or (path.exists() and (not path.is_file() or _read(path) is None)):
         raise UsageError(f"will not write a golden over {path}: give a new .json path, or an existing golden file")
     data = snapshot(flow, inputs)
@@ -195,7 +196,7 @@ def _apart(old: Any, new: Any, limit: int = 160) -> str:
     return f"{cut(a)} -> {cut(b)}"
 
 
-def check(flow: WorkflowDef, path: Path, inputs: dict[str, Any] | None = None) -> None:
+def check(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> None:
     """Raise GoldenMismatch unless a fresh run matches the golden at `path`."""
     expected = _read(Path(path))
     if expected is None:

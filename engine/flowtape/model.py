@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import FlowError, NoSuchPort
-from .ports import PortRef, PortSpec, collect_ports
+from .ports import PortRef, PortSpec, Resource, collect_ports
 from .schedules import STATE_ATTR, Schedule, by_priority, collect_schedule
 from .sites import Site, caller_site, class_site
 
@@ -293,7 +293,7 @@ def source(cls: type | None = None, *, viewType: str | None = None, action_name:
         if not any(hasattr(v, "_ft_action") for v in vars(klass).values()):
             def emit(self: Any) -> Any:
                 self._ft_emitted = True
-                return self.path
+                return str(self.path) if isinstance(self.path, Resource) else self.path  # a File's token is its path
 
             added = {"emit": action(consumes={}, produces={outputs[0]: 1})(guard(lambda self: not self._ft_emitted)(emit)),
                      "_ft_emitted": False}  # state: once per instance, kept by the tape, restored by a resume
