@@ -380,3 +380,17 @@ def test_a_golden_holds_in_another_checkout_and_a_run_resumes_through_either_loa
 
 def read_summary_outputs(run_dir: Path):  # type: ignore[no-untyped-def]
     return json.loads((run_dir / "run.json").read_text())["outputs"]
+
+
+def test_a_golden_writes_the_flows_folder_only_where_a_string_starts_with_it(tmp_path):
+    from flowtape.golden import snapshot
+
+    folder = tmp_path.resolve()
+    (folder / "where.py").write_text(
+        "from pathlib import Path\nfrom flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass Say:\n    class Ports:\n        Out = Port[list](direction='out')\n\n    done: bool = False\n\n"
+        "    def action(self):\n        if self.done:\n            return None\n        self.done = True\n"
+        f"        return [str(Path(__file__).parent), str(Path(__file__)), 'https://host{folder}/login']\n\n\n"
+        "@workflow\ndef main():\n    s = Say()\n    connect(s.Out, 'Out')\n")
+    data = snapshot(load_module(folder / "where.py").main)
+    assert data["end"]["outputs"]["Out"] == [["<flow>", "<flow>/where.py", f"https://host{folder}/login"]]

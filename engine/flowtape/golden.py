@@ -35,9 +35,12 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
         assert result.run_dir is not None
         tape = read_tape(result.run_dir / "tape.jsonl", warn=False)
         places = {str(result.run_dir): RUN_DIR, str(result.run_dir.resolve()): RUN_DIR}
-    folder = Path(tape.header.flowFile).absolute().parent
-    places.update({f"{folder}/": f"{FLOW_DIR}/", f"{folder.resolve()}/": f"{FLOW_DIR}/"})
     local = [(_json_text(place), _json_text(places[place])) for place in sorted(places, key=len, reverse=True)]
+    # The flow's folder only where a string starts with it (a path), never inside another string (a URL)
+    folder = Path(tape.header.flowFile).absolute().parent
+    for at in sorted({str(folder), str(folder.resolve())}, key=len, reverse=True):
+        local += [(b'"' + _json_text(at + "/"), b'"' + _json_text(FLOW_DIR + "/")),
+                  (b'"' + _json_text(at) + b'"', b'"' + _json_text(FLOW_DIR) + b'"')]
 
     def plain(raw: bytes | msgspec.Raw) -> bytes:
         data = bytes(raw)
@@ -90,9 +93,10 @@ def _json_text(text: str) -> bytes:
 
 
 def _in_checkout(inputs: Any, flow: WorkflowDef) -> Any:
-    """A golden's inputs with its `<flow>/` paths in the flow's folder of this checkout."""
-    folder = f"{Path(flow.site.file).resolve().parent}/"
-    return msgspec.json.decode(msgspec.json.encode(inputs).replace(_json_text(f"{FLOW_DIR}/"), _json_text(folder)))
+    """A golden's inputs with its `<flow>` paths in the flow's folder of this checkout."""
+    folder = str(Path(flow.site.file).resolve().parent)
+    data = msgspec.json.encode(inputs).replace(b'"' + _json_text(FLOW_DIR + "/"), b'"' + _json_text(folder + "/"))
+    return msgspec.json.decode(data.replace(b'"' + _json_text(FLOW_DIR) + b'"', b'"' + _json_text(folder) + b'"'))
 
 
 class _Step(msgspec.Struct):
