@@ -99,6 +99,7 @@ class Actor:
     shared: dict[str, str] = field(default_factory=dict)  # watched ones another actor was given too: who
     given: set[str] = field(default_factory=set)  # parameters changed so far: state from then on (see state.py)
     state_enc: bytes = b""
+    state_ids: tuple[int, ...] = ()  # what objects its state's fields held after its last firing (state.py)
     dirty: bool = False
     running: bool = False
     turn: int = 0  # the scheduling round in which it may fire next

@@ -108,7 +108,7 @@ def _aliased(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str 
             budget -= 1
             if _frozen(value, 0):
                 continue
-            if type(value) not in (tuple, frozenset):
+            if not _unchangeable(value):
                 first = held.setdefault(id(value), (where, name))
                 if first[0] != where:
                     if name in state or first[1] in state:
@@ -117,12 +117,34 @@ def _aliased(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str 
             if isinstance(value, dict):
                 if not IMMUTABLE.issuperset(map(type, value.values())):  # (all scalars, most of a big state: in C)
                     todo.extend((x, f"{where}[{_key(k)}]") for k, x in value.items() if type(x) not in IMMUTABLE)
+                if not IMMUTABLE.issuperset(map(type, value)):  # an object as a key, held elsewhere too
+                    todo.extend((k, f"{where} key {_key(k)}") for k in value if type(k) not in IMMUTABLE)
             elif isinstance(value, (list, tuple, set, frozenset)):
                 if not IMMUTABLE.issuperset(map(type, value)):
                     todo.extend((x, f"{where}[{i}]") for i, x in enumerate(value) if type(x) not in IMMUTABLE)
-            elif hasattr(value, "__dict__") and not isinstance(value, type):
-                todo.extend((x, f"{where}.{k}") for k, x in vars(value).items())
+            elif not isinstance(value, type):
+                todo.extend((x, f"{where}.{k}") for k, x in _attributes(value))
     return None
+
+
+def _unchangeable(value: Any) -> bool:
+    """A value that cannot change in place itself (a tuple, a NamedTuple, a frozenset, a frozen
+    dataclass): held twice, it is still one value; what it holds is looked at on its own."""
+    if isinstance(value, (tuple, frozenset)):
+        return True
+    params = getattr(type(value), "__dataclass_params__", None)
+    return params is not None and bool(params.frozen)
+
+
+def _attributes(value: Any) -> list[tuple[str, Any]]:
+    """An object's attributes: its `__dict__`'s and its slots'."""
+    found = list(getattr(value, "__dict__", {}).items())
+    for cls in type(value).__mro__[:-1]:
+        slots = vars(cls).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(value, name):
+                found.append((name, getattr(value, name)))
+    return found
 
 
 def _key(k: Any) -> str:
@@ -152,12 +174,14 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
         enc = encode(state)
     except NotEncodable:
         return None, _problem(actor.path, state)
-    if enc == actor.state_enc:
-        return None, None
-    if enc.count(b"[") + enc.count(b"{") > 2:  # two containers inside at least: one may be held twice
+    ids = tuple(map(id, state.values()))
+    moved, actor.state_ids = ids != actor.state_ids, ids  # (a field given another object: `self.view = self.items`)
+    if (moved or enc != actor.state_enc) and enc.count(b"[") + enc.count(b"{") > 2:  # two containers at least
         aliased = _aliased(actor, attrs, state)
         if aliased is not None:
             return None, aliased
+    if enc == actor.state_enc:
+        return None, None
     actor.state_enc = enc
     return Raw(enc), None
 
