@@ -886,6 +886,40 @@ def _gate_thrice():
     connect(g.Out, "Out")
 
 
+@workflow
+def _stamp():  # no inputs: it fires once in each firing of the workflow around it
+    lp = loop([7])
+    with lp:
+        e = Echo()
+    connect(lp.item, e.In)
+    connect(e.Out, "Out")
+
+
+@task
+class _Drop:
+    class Ports:
+        In = Port[object](direction="in")
+
+    def action(self, x):
+        return None
+
+
+@workflow(inputs={"In": int}, outputs={"Out": int})
+def _stamped():
+    s = _stamp()
+    d = _Drop()
+    connect("In", d.In)
+    connect(s.Out, "Out")
+
+
+@workflow
+def _stamped_thrice():
+    src = Src(values=[1, 2, 3])
+    g = _stamped()
+    connect(src.Out, g.In)
+    connect(g.Out, "Out")
+
+
 @pytest.mark.parametrize("workers", [1, 3])
 def test_a_static_if_or_loop_runs_once_in_each_run_of_its_scope(workers, tmp_path):
     """Inside a loop's body, or a nested workflow that fires again, a static if or loop runs once
@@ -896,6 +930,11 @@ def test_a_static_if_or_loop_runs_once_in_each_run_of_its_scope(workers, tmp_pat
     for step in range(result.steps + 1):
         resumed = execute(_static_if_in_a_loop, max_workers=workers, runs_dir=tmp_path, resume_from=f"loop{workers}", at_step=step)
         assert resumed.outputs == result.outputs, step
+    stamped = execute(_stamped_thrice, max_workers=workers, runs_dir=tmp_path, run_id=f"stamp{workers}")
+    assert stamped.outputs == {"Out": [7, 7, 7]}  # a nested workflow without inputs, nested: once per firing
+    for step in range(stamped.steps + 1):
+        resumed = execute(_stamped_thrice, max_workers=workers, runs_dir=tmp_path, resume_from=f"stamp{workers}", at_step=step)
+        assert resumed.outputs == stamped.outputs, step
 
 
 @task

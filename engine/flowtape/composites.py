@@ -38,7 +38,9 @@ def _scope_anew(pool: Pool) -> None:
     loops and ifs and the input-less nested workflows in it fire once again, once in each run of
     the scope, not once in the whole run (`with loop(items)` inside a loop runs for every item)."""
     for member in pool.members:
-        member.static_used = False
+        if member.static_used:
+            member.static_used = False
+            pool.mark(member)  # (a nested workflow without inputs is no control: it waits to be chosen)
 
 
 def _commit_start(
