@@ -1269,3 +1269,70 @@ def test_an_object_held_twice_through_slots_or_a_dict_key_is_not_replayed_as_two
     for step in range(fresh.steps + 1):
         resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=step)
         assert resumed.outputs == fresh.outputs, (step, resumed.outputs)
+
+
+ACCUMULATE_ITEMS = """
+import json
+import os
+
+from flowtape import Port, action, connect, loop, task, workflow
+
+ITEMS = json.loads(os.environ["FT_ITEMS"])
+
+
+@task
+class Double:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        return 2 * x
+
+
+@task
+class Accumulate:
+    total: int = 0
+
+    class Ports:
+        In = Port[int](direction="in")
+        Done = Port[object](direction="in")
+        Total = Port[int](direction="out")
+
+    @action(consumes={"In": 1}, produces={})
+    def add(self, x):
+        self.total += x
+
+    @action(consumes={"Done": 1}, produces={"Total": 1})
+    def finish(self, _done):
+        return self.total
+
+
+@workflow
+def main():
+    lp = loop(ITEMS)
+    with lp:
+        double = Double()
+    acc = Accumulate()
+    connect(lp.item, double.In)
+    connect(double.Out, acc.In)
+    connect(lp.out, acc.Done)
+    connect(acc.Total, "Total")
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_recorded_action_is_not_replayed_when_another_is_ready_after_a_live_firing(write_flow, tmp_path, monkeypatch, workers):
+    """Items added to a static loop since the run: at the end, the accumulator's recorded `finish`
+    takes the same token it took, but the new item's `add` is ready too, and comes first."""
+    path = write_flow(ACCUMULATE_ITEMS)
+    monkeypatch.setenv("FT_ITEMS", "[1, 2, 3]")
+    before = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, run_id=f"was{workers}")
+    assert before.outputs == {"Total": [12]}
+    monkeypatch.setenv("FT_ITEMS", "[1, 2, 3, 4]")
+    for name in [n for n in sys.modules if n.startswith("flowtape_flow_")]:
+        monkeypatch.delitem(sys.modules, name)  # (the flow reads its items as it is loaded: load it again)
+    edited = load_flow(path)
+    for step in range(before.steps + 1):
+        after = execute(edited, max_workers=workers, runs_dir=tmp_path, resume_from=f"was{workers}", at_step=step)
+        assert after.outputs == {"Total": [20]}, (step, after.replay_stopped)

@@ -66,6 +66,7 @@ def _commit_start(
     inner.touched.update(q for q, _ in produced)
     if not covered:
         inner.any_live = True
+        engine.went_live = True
     if actor.kind == "loop":  # handing in an item: the loop is between two items until it is done
         item = f"{actor.path}.item->"
         if any(q.id.startswith(item) for q, _ in produced):

@@ -8,7 +8,7 @@ from typing import Any
 
 from .agents import ask
 from .errors import FlowtapeError, TraceCorruption
-from .model import ActionSpec
+from .model import ActionSpec, TaskSpec
 from .network import LAZY, Actor, Item, Queue
 from .schedules import STATE_ATTR, moves_now
 from .sites import traceback_site
@@ -68,6 +68,17 @@ def select(actor: Actor) -> Plan | None:
             return None  # an agent with no input: only as many firings as it was given
         takes = [(inputs[port], _take(inputs[port], 1)) for port in spec.inputs]
         return Plan(None, takes, [value_of(t[1][0]) for t in takes])
+    action = ready_action(actor, spec)
+    if action is None:
+        return None
+    takes = [(inputs[port], _take(inputs[port], count)) for port, count in action.consumes.items()]
+    return Plan(action, takes, [value_of(item) for _, items in takes for item in items])
+
+
+def ready_action(actor: Actor, spec: TaskSpec) -> ActionSpec | None:
+    """The task's first action whose tokens are there and whose guard (and schedule) allow it;
+    nothing is taken."""
+    inputs = actor.inputs
     moves = moves_now(spec.schedule, actor.obj) if spec.schedule is not None else None
     for action in spec.actions:
         if moves is not None and action.name not in moves:
@@ -88,8 +99,7 @@ def select(actor: Actor) -> Plan | None:
                 raise GuardFailed(actor, action, exc) from exc
             if not allowed:
                 continue
-        takes = [(inputs[port], _take(inputs[port], count)) for port, count in action.consumes.items()]
-        return Plan(action, takes, [value_of(item) for _, items in takes for item in items])
+        return action
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .firing import Plan, give_back, value_of
+from .firing import Plan, give_back, ready_action, value_of
 from .network import LAZY, Actor, Item, Queue
 from .state import set_state
 from .tape import Diverged
@@ -58,6 +58,16 @@ def replay_plan(engine: Engine, actor: Actor, entry: Any) -> Plan | None:
         return None
     for q, count, _ in entry.takes:
         if len(q.items) < count:
+            return None
+    spec = actor.spec
+    if engine.went_live and spec is not None and spec.kind == "task" and len(spec.actions) > 1:
+        # Something ran live in this run (an edited loop's new item, say): the queues may hold tokens
+        # the recording had not there. The recorded action replays only if it is the one chosen now.
+        action = ready_action(actor, spec)
+        if action is not None and sorted((actor.inputs[p].index, n) for p, n in action.consumes.items()) != sorted(
+                (q.index, n) for q, n, _ in entry.takes):
+            _stop_replay(engine, actor, entry, f"another action is ready now: {action.name}, taking from "
+                         + ", ".join(actor.inputs[p].id for p in action.consumes))
             return None
     takes: list[tuple[Queue, list[Item]]] = []
     for q, count, recorded in entry.takes:
