@@ -1237,8 +1237,8 @@ class Held:
             self.index = {k: 1}
             self.order = [k]
         if KIND == "fine":
-            self.other = [Pair(1, 2), Frozen(3), frozenset({Frozen(4)})]
-            self.order = list(self.other)
+            self.other = [Pair(1, 2), Frozen(3), frozenset({Frozen(4)}), int]
+            self.order = list(self.other) + [type(x)]
         self.items.append(x)
         if KIND == "key":
             self.order[0].seen.append(x)
@@ -1336,3 +1336,68 @@ def test_a_recorded_action_is_not_replayed_when_another_is_ready_after_a_live_fi
     for step in range(before.steps + 1):
         after = execute(edited, max_workers=workers, runs_dir=tmp_path, resume_from=f"was{workers}", at_step=step)
         assert after.outputs == {"Total": [20]}, (step, after.replay_stopped)
+
+
+SHARED_PARTS = """
+from typing import NamedTuple
+
+from flowtape import Port, connect, guard, task, workflow
+
+
+class Pos(NamedTuple):
+    x: int
+    y: int
+
+
+@task
+class Src:
+    n: int
+    i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @guard(lambda self: self.i < self.n)
+    def action(self):
+        self.i += 1
+        return self.i
+
+
+@task
+class Worker:
+    opts: dict
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, x):
+        self.opts["n"] += 1  # its own dict changes; what it shares with the other worker does not
+        return f"{x}:{self.opts['n']}:{len(self.opts['labels'])}"
+
+
+@workflow
+def main():
+    labels = ["a", "b"]
+    at = Pos(1, 2)
+    src = Src(n=3)
+    w1 = Worker(opts={"labels": labels, "at": at, "n": 0})
+    w2 = Worker(opts={"labels": labels, "at": at, "n": 100})
+    connect(src.Out, w1.In)
+    connect(w1.Out, "Out")
+    src2 = Src(n=3)
+    connect(src2.Out, w2.In)
+    connect(w2.Out, "Out2")
+"""
+
+
+def test_parameters_that_share_an_object_nobody_changes_stay_replayable(write_flow, tmp_path):
+    """Two actors given dicts that hold one list (and one NamedTuple): each changes only its own
+    dict, so nothing they share changes and every firing replays."""
+    path = write_flow(SHARED_PARTS)
+    fresh = execute(load_flow(path), max_workers=1, runs_dir=tmp_path)
+    assert fresh.outputs == {"Out": ["1:1:2", "2:2:2", "3:3:2"], "Out2": ["1:101:2", "2:102:2", "3:103:2"]}
+    assert not [f.notReplayable for f in tape_of(fresh).firings() if f.notReplayable]
+    for step in range(fresh.steps + 1):
+        resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=step)
+        assert resumed.outputs == fresh.outputs and not resumed.replay_stopped, step

@@ -5,10 +5,12 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
+import functools
 import importlib.util
 import io
 import json
 import math
+import re
 import socket
 import sys
 import threading
@@ -90,6 +92,15 @@ class Priced:
         self.total = self.qty * self.price  # not a field: kept as the instance has it
 
 
+@dataclasses.dataclass
+class Rule:
+    pattern: str
+
+    @functools.cached_property
+    def rx(self) -> typing.Any:  # a cache in the instance's __dict__: not saved, built again when read
+        return re.compile(self.pattern)
+
+
 @dataclasses.dataclass(slots=True)
 class Slotted:
     a: int
@@ -167,6 +178,7 @@ ROUND_TRIP = [
     Bits(8),  # bits no member names: by their value, not as Bits(0)
     Bits.R | 8,
     Priced(2, 1.5),
+    Rule("a+"),
     datetime(2024, 3, 30, 12, tzinfo=ZoneInfo("Europe/Paris")),  # a zone, not only its offset of the day
     time(9, tzinfo=ZoneInfo("Europe/Paris")),
     datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=1), "CET")),
@@ -208,6 +220,13 @@ def test_round_trip(value: object) -> None:
         assert back.fold == value.fold and back.tzinfo == value.tzinfo and back.tzname() == value.tzname()
     if isinstance(value, Priced):
         assert back.total == value.total
+
+
+def test_a_dataclass_cache_is_not_saved() -> None:
+    rule = Rule("a+")
+    assert rule.rx.match("aa")  # cached now, a Pattern, which cannot be saved
+    back = typing.cast(Rule, decode(encode(rule)))
+    assert "rx" not in vars(back) and back == rule and back.rx.match("aa")
 
 
 def test_exceptions_are_not_encodable() -> None:

@@ -66,7 +66,8 @@ def _commit_start(
     inner.touched.update(q for q, _ in produced)
     if not covered:
         inner.any_live = True
-        engine.went_live = True
+        if engine.check_actions:
+            engine.live_queues.update(q.index for q, _ in produced)
     if actor.kind == "loop":  # handing in an item: the loop is between two items until it is done
         item = f"{actor.path}.item->"
         if any(q.id.startswith(item) for q, _ in produced):

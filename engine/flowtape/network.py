@@ -97,6 +97,7 @@ class Actor:
     watched: tuple[tuple[str, Any, bytes], ...] = ()  # parameters that can, as given and encoded then
     unwatched: tuple[tuple[str, Any, bytes], ...] = ()  # ones too big to encode at every firing
     shared: dict[str, str] = field(default_factory=dict)  # watched ones another actor was given too: who
+    shared_parts: dict[str, list[tuple[Any, bytes]] | None] = field(default_factory=dict)  # what inside them (state.py)
     given: set[str] = field(default_factory=set)  # parameters changed so far: state from then on (see state.py)
     state_enc: bytes = b""
     state_ids: tuple[int, ...] = ()  # what objects its state's fields held after its last firing (state.py)

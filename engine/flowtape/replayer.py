@@ -60,12 +60,13 @@ def replay_plan(engine: Engine, actor: Actor, entry: Any) -> Plan | None:
         if len(q.items) < count:
             return None
     spec = actor.spec
-    if engine.went_live and spec is not None and spec.kind == "task" and len(spec.actions) > 1:
-        # Something ran live in this run (an edited loop's new item, say): the queues may hold tokens
-        # the recording had not there. The recorded action replays only if it is the one chosen now.
+    if engine.live_queues and spec is not None and spec.kind == "task" and len(spec.actions) > 1:
+        # A live firing put tokens the recording may not have had there (an edited loop's new item):
+        # the recorded action replays unless another one, taking from such a queue, is chosen now.
+        # (Tokens replayed firings put came as recorded: which action had them first was timing.)
         action = ready_action(actor, spec)
-        if action is not None and sorted((actor.inputs[p].index, n) for p, n in action.consumes.items()) != sorted(
-                (q.index, n) for q, n, _ in entry.takes):
+        if action is not None and any(actor.inputs[p].index in engine.live_queues for p in action.consumes) and sorted(
+                (actor.inputs[p].index, n) for p, n in action.consumes.items()) != sorted((q.index, n) for q, n, _ in entry.takes):
             _stop_replay(engine, actor, entry, f"another action is ready now: {action.name}, taking from "
                          + ", ".join(actor.inputs[p].id for p in action.consumes))
             return None

@@ -295,6 +295,7 @@ def execute(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
         covered=plan.covered if plan else None, on_step=on_step, step_limit=max_steps,
     )
+    engine.check_actions = plan is not None  # a resume: its replays check their action (replayer.py)
     with _Signals(engine) as signals:
         signals.shield()
         try:

@@ -99,10 +99,10 @@ class Engine:
     # Slots keep every attribute load in the firing loop a fast one: past 30 attributes, a plain
     # instance falls back to a dict, which cost 4% of an untaped firing.
     __slots__ = (
-        "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since",
+        "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions",
         "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
-        "stop_requested", "t0", "tape", "top", "unreplayable", "went_live", "work_dir",
+        "live_queues", "stop_requested", "t0", "tape", "top", "unreplayable", "work_dir",
     )
 
     def __init__(
@@ -123,7 +123,8 @@ class Engine:
         self.work_dir = work_dir
         self.base_dir = base_dir
         self.covered = covered or {}
-        self.went_live = False  # any firing run live so far (in a resumed run: after its replays)
+        self.check_actions = False  # a resume: replays check the recorded action is the one chosen now
+        self.live_queues: set[int] = set()  # then: the queues a live firing has put into (replayer.py)
         self.on_step = on_step
         self.step_limit = step_limit  # (on_step stops the run when it is reached)
         # Workers back from an action run without the lock, waiting for it to commit: a worker
@@ -432,8 +433,8 @@ class Engine:
         """Put what a firing produced and write its record (and its step, at the top level)."""
         actor.fire_count = fire_count
         self.firings += 1
-        if not replayed:
-            self.went_live = True  # (replays then check that the action recorded is still the one chosen)
+        if self.check_actions and not replayed:
+            self.live_queues.update(q.index for q, _ in produced)
         self._put(produced)
         pool = actor.pool
         pool.progress += 1

@@ -56,20 +56,33 @@ def mark_shared(actors: list[Actor]) -> None:
     (`box={"l": shared}` given to two): a resume restores each actor's copy, not one object they
     share, so a change to it cannot be replayed (see `recorded_state`)."""
     holders: dict[int, list[tuple[Actor, str]]] = {}
+    objects: dict[int, Any] = {}
+    given: dict[tuple[int, str], int] = {}  # (actor, parameter) -> the id of the object given
     for actor in actors:
         for name, value, _ in actor.watched:
+            given[(id(actor), name)] = id(value)
             for part in _mutable_parts(value):
-                holders.setdefault(part, []).append((actor, name))
-    for group in holders.values():
+                holders.setdefault(id(part), []).append((actor, name))
+                objects[id(part)] = part
+    for part_id, group in holders.items():
         group = list(dict.fromkeys(group))
-        if len(group) > 1:
-            for actor, name in group:
-                actor.shared[name] = ", ".join(f"{a.path}.{n}" for a, n in group if (a, n) != (actor, name))
+        if len(group) < 2:
+            continue
+        for actor, name in group:
+            actor.shared[name] = ", ".join(f"{a.path}.{n}" for a, n in group if (a, n) != (actor, name))
+            parts = actor.shared_parts.setdefault(name, [])
+            if given[(id(actor), name)] == part_id:
+                actor.shared_parts[name] = None  # the very object given: any change to it counts
+            elif parts is not None:  # shared inside it: only a change to the shared part counts
+                try:
+                    parts.append((objects[part_id], encode(objects[part_id])))
+                except NotEncodable:
+                    actor.shared_parts[name] = None
 
 
 def _frozen(value: Any, depth: int) -> bool:
     t = type(value)
-    if t in IMMUTABLE or isinstance(value, _FROZEN):
+    if t in IMMUTABLE or isinstance(value, _FROZEN) or isinstance(value, type):  # (a class comes back as itself)
         return True
     return t in (tuple, frozenset) and depth < 8 and all(_frozen(x, depth + 1) for x in value)
 
@@ -77,21 +90,23 @@ def _frozen(value: Any, depth: int) -> bool:
 _FROZEN = (Enum, date, time, timedelta, Decimal, UUID, PurePath, complex)
 
 
-def _mutable_parts(value: Any) -> set[int]:
-    """The ids of the objects inside `value` (itself included) that can change in place."""
-    found: set[int] = set()
+def _mutable_parts(value: Any) -> list[Any]:
+    """The objects inside `value` (itself included) that can change in place."""
+    found: dict[int, Any] = {}
     todo = [value]
     while todo and len(found) < PARTS_LIMIT:
         v = todo.pop()
-        if _frozen(v, 0) or id(v) in found and type(v) not in (tuple, frozenset):
+        if _frozen(v, 0) or id(v) in found:
             continue
-        if type(v) not in (tuple, frozenset):
-            found.add(id(v))
+        if not _unchangeable(v):  # (a NamedTuple, a frozen dataclass: what they hold may be)
+            found[id(v)] = v
         if isinstance(v, dict):
             todo.extend(v.values())
         elif isinstance(v, (list, tuple, set, frozenset)):
             todo.extend(v)
-    return found
+        elif not isinstance(v, type) and _unchangeable(v):
+            todo.extend(x for _, x in _attributes(v))
+    return list(found.values())
 
 
 def _aliased(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str | None:
@@ -196,12 +211,24 @@ def _changed_parameters(actor: Actor, attrs: dict[str, Any], state: dict[str, An
             state[name] = attrs.get(name)
     for name, value, enc in actor.watched:
         if name in given or attrs.get(name, value) is not value or encode(attrs[name]) != enc:
-            if name in actor.shared:
+            if name in actor.shared and _shared_part_changed(actor, name):
                 return (f"{actor.path}.{name} changed, and {actor.shared[name]} holds the very same object: "
                         "a resume restores each actor's own copy, never an object actors share")
             given.add(name)
             state[name] = attrs.get(name)
     return None
+
+
+def _shared_part_changed(actor: Actor, name: str) -> bool:
+    """Whether what `name` shares with other actors changed: the parameter itself when it is the
+    very object another was given, else the parts inside it others hold too."""
+    parts = actor.shared_parts.get(name)
+    if parts is None:
+        return True
+    try:
+        return any(encode(part) != enc for part, enc in parts)
+    except NotEncodable:
+        return True
 
 
 def _problem(path: str, state: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import os
 import sys
@@ -347,7 +348,8 @@ def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
         # Unset init=False fields and empty slots are skipped rather than failing.
         got = {n: x for n in fields if (x := getattr(v, n, _MISSING)) is not _MISSING}
         data: dict[str, object] = {TAG: "dataclass", "cls": ref, "v": _dict(got, d, active, attrs=True)}
-        more = {n: x for n, x in getattr(v, "__dict__", {}).items() if n not in got}  # set in __post_init__, say
+        more = {n: x for n, x in getattr(v, "__dict__", {}).items()  # set in __post_init__, say
+                if n not in got and not isinstance(getattr(t, n, None), functools.cached_property)}  # (a cache: rebuilt)
         if more:
             data["more"] = _dict(more, d, active, attrs=True)
         return data
