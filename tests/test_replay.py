@@ -1401,3 +1401,86 @@ def test_parameters_that_share_an_object_nobody_changes_stay_replayable(write_fl
     for step in range(fresh.steps + 1):
         resumed = execute(load_flow(path), max_workers=1, runs_dir=tmp_path, resume_from=fresh.run_dir, at_step=step)
         assert resumed.outputs == fresh.outputs and not resumed.replay_stopped, step
+
+
+RACED_ACTIONS = """
+import threading
+import time
+
+from flowtape import Port, action, connect, guard, task, workflow
+
+
+@task
+class Src:
+    n: int
+    delay: float
+    base: int
+    i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @action(consumes={})
+    @guard(lambda self: self.i < self.n)
+    def emit(self):
+        time.sleep(self.delay)
+        self.i += 1
+        return self.base + self.i
+
+
+@task
+class Merge:
+    total: int = 0
+
+    class Ports:
+        A = Port[int](direction="in")
+        B = Port[int](direction="in")
+
+    @action(consumes={"A": 1}, produces={})
+    def a(self, x):
+        self.total += x
+
+    @action(consumes={"B": 1}, produces={})
+    def b(self, x):
+        self.total += x
+
+
+@task
+class Locky:  # each firing notReplayable (a Lock in a field): it runs live at once in a resume
+    lock: object = None
+    i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @action(consumes={})
+    @guard(lambda self: self.i < 2)
+    def emit(self):
+        self.lock = threading.Lock()
+        self.i += 1
+        return self.i
+
+
+@workflow
+def main():
+    s = Src(n=3, delay=0.02, base=0)  # slow: its tokens reach m.A late in the recorded run
+    f = Src(n=15, delay=0.002, base=100)  # fast: m fires b while m.A is empty
+    m = Merge()
+    k = Locky()
+    connect(s.Out, m.A)
+    connect(f.Out, m.B)
+    connect(k.Out, "Locked")
+"""
+
+
+def test_a_recorded_action_chosen_by_timing_still_replays_when_tokens_came_replayed(write_flow, tmp_path):
+    """With three workers, which of Merge's actions fired first was timing. A resume whose replayed
+    sources put their tokens at once must not take that for a divergence (only tokens a live
+    firing put can make another action the one to fire)."""
+    path = write_flow(RACED_ACTIONS)
+    fresh = execute(load_flow(path), max_workers=3, runs_dir=tmp_path, run_id="rec")
+    assert fresh.status == "succeeded"
+    resumed = execute(load_flow(path), max_workers=3, runs_dir=tmp_path, resume_from="rec")
+    assert [d.actor for d in resumed.replay_stopped] == ["k"]  # the notReplayable one, as documented
+    live = [f.actor for f in tape_of(resumed).firings() if not f.replayed]
+    assert "m" not in live, live
