@@ -3,9 +3,11 @@ changes), what the tape keeps of it after a firing, and putting a recorded state
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import date, time, timedelta
 from decimal import Decimal
 from enum import Enum
+from itertools import islice
 from pathlib import PurePath
 from typing import Any
 from uuid import UUID
@@ -92,20 +94,7 @@ _FROZEN = (Enum, date, time, timedelta, Decimal, UUID, PurePath, complex)
 
 def _mutable_parts(value: Any) -> list[Any]:
     """The objects inside `value` (itself included) that can change in place."""
-    found: dict[int, Any] = {}
-    todo = [value]
-    while todo and len(found) < PARTS_LIMIT:
-        v = todo.pop()
-        if _frozen(v, 0) or id(v) in found:
-            continue
-        if not _unchangeable(v):  # (a NamedTuple, a frozen dataclass: what they hold may be)
-            found[id(v)] = v
-        if isinstance(v, dict):
-            todo.extend(v.values())
-        elif isinstance(v, (list, tuple, set, frozenset)):
-            todo.extend(v)
-        elif not isinstance(v, type) and _unchangeable(v):
-            todo.extend(x for _, x in _attributes(v))
+    found = {id(v): v for v, _ in islice(_places(value, "", set()), PARTS_LIMIT)}
     return list(found.values())
 
 
@@ -114,32 +103,44 @@ def _aliased(actor: Actor, attrs: dict[str, Any], state: dict[str, Any]) -> str 
     dict, set or object, at any depth (`self.view = self.items`, `self.by_name["all"] = self.items`):
     the tape saves each as a value, and a resume would give back two."""
     held: dict[int, tuple[str, str]] = {}  # id -> (where, the field it is under)
+    seen: set[int] = set()
     names = list(state) + [n for n in actor.spec.parameters if n in attrs and n not in state] if actor.spec else list(state)
     budget = PARTS_LIMIT
     for name in names:
-        todo: list[tuple[Any, str]] = [(attrs.get(name, state.get(name)), f"{actor.path}.{name}")]
-        while todo and budget > 0:
-            value, where = todo.pop()
+        for value, where in _places(attrs.get(name, state.get(name)), f"{actor.path}.{name}", seen):
             budget -= 1
-            if _frozen(value, 0):
-                continue
-            if not _unchangeable(value):
-                first = held.setdefault(id(value), (where, name))
-                if first[0] != where:
-                    if name in state or first[1] in state:
-                        return f"{first[0]} and {where} are one object: the tape saves each as a value, and a resume would give back two"
-                    continue
-            if isinstance(value, dict):
-                if not IMMUTABLE.issuperset(map(type, value.values())):  # (all scalars, most of a big state: in C)
-                    todo.extend((x, f"{where}[{_key(k)}]") for k, x in value.items() if type(x) not in IMMUTABLE)
-                if not IMMUTABLE.issuperset(map(type, value)):  # an object as a key, held elsewhere too
-                    todo.extend((k, f"{where} key {_key(k)}") for k in value if type(k) not in IMMUTABLE)
-            elif isinstance(value, (list, tuple, set, frozenset)):
-                if not IMMUTABLE.issuperset(map(type, value)):
-                    todo.extend((x, f"{where}[{i}]") for i, x in enumerate(value) if type(x) not in IMMUTABLE)
-            elif not isinstance(value, type):
-                todo.extend((x, f"{where}.{k}") for k, x in _attributes(value))
+            if budget < 0:
+                return None
+            first = held.setdefault(id(value), (where, name))
+            if first[0] != where and (name in state or first[1] in state):
+                return f"{first[0]} and {where} are one object: the tape saves each as a value, and a resume would give back two"
     return None
+
+
+def _places(value: Any, where: str, seen: set[int]) -> Iterator[tuple[Any, str]]:
+    """Each object that can change in place inside `value` (itself included), with where it is,
+    at each place it is held; what an object holds is looked at once (`seen`)."""
+    todo = [(value, where)]
+    while todo:
+        v, at = todo.pop()
+        if _frozen(v, 0):
+            continue
+        if not _unchangeable(v):  # (a NamedTuple, a frozen dataclass: what they hold may change)
+            yield v, at
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+        # (scalars, most of a big state, are passed over in C rather than one by one)
+        if isinstance(v, dict):
+            if not IMMUTABLE.issuperset(map(type, v.values())):
+                todo.extend((x, f"{at}[{_key(k)}]") for k, x in v.items() if type(x) not in IMMUTABLE)
+            if not IMMUTABLE.issuperset(map(type, v)):  # an object as a key, held elsewhere too
+                todo.extend((k, f"{at} key {_key(k)}") for k in v if type(k) not in IMMUTABLE)
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            if not IMMUTABLE.issuperset(map(type, v)):
+                todo.extend((x, f"{at}[{i}]") for i, x in enumerate(v) if type(x) not in IMMUTABLE)
+        else:
+            todo.extend((x, f"{at}.{k}") for k, x in _attributes(v))
 
 
 def _unchangeable(value: Any) -> bool:
