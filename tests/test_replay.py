@@ -932,12 +932,9 @@ def test_a_parameter_object_actors_share_is_not_replayed_and_a_big_one_is_checke
     assert resumed.replay_stopped and "very same object" in resumed.replay_stopped[0].reason
 
 
-NESTED_AND_ALIASED = """
-from flowtape import Port, connect, guard, task, workflow
-
-
+COUNTING_SOURCE = """
 @task
-class Src:
+class Src:  # puts 1, 2, ... n
     n: int
     i: int = 0
 
@@ -948,7 +945,14 @@ class Src:
     def action(self):
         self.i += 1
         return self.i
+"""
 
+
+NESTED_AND_ALIASED = """
+from flowtape import Port, connect, guard, task, workflow
+
+
+""" + COUNTING_SOURCE + """
 
 @task
 class Writer:
@@ -1204,19 +1208,7 @@ class Key:
         self.seen = []
 
 
-@task
-class Src:
-    n: int
-    i: int = 0
-
-    class Ports:
-        Out = Port[int](direction="out")
-
-    @guard(lambda self: self.i < self.n)
-    def action(self):
-        self.i += 1
-        return self.i
-
+""" + COUNTING_SOURCE + """
 
 @task
 class Held:
@@ -1349,19 +1341,7 @@ class Pos(NamedTuple):
     y: int
 
 
-@task
-class Src:
-    n: int
-    i: int = 0
-
-    class Ports:
-        Out = Port[int](direction="out")
-
-    @guard(lambda self: self.i < self.n)
-    def action(self):
-        self.i += 1
-        return self.i
-
+""" + COUNTING_SOURCE + """
 
 @task
 class Worker:
