@@ -59,17 +59,10 @@ def replay_plan(engine: Engine, actor: Actor, entry: Any) -> Plan | None:
     for q, count, _ in entry.takes:
         if len(q.items) < count:
             return None
-    spec = actor.spec
-    if engine.live_queues and spec is not None and spec.kind == "task" and len(spec.actions) > 1:
-        # A live firing put tokens the recording may not have had there (an edited loop's new item):
-        # the recorded action replays unless another one, taking from such a queue, is chosen now.
-        # (Tokens replayed firings put came as recorded: which action had them first was timing.)
-        action = ready_action(actor, spec)
-        if action is not None and any(actor.inputs[p].index in engine.live_queues for p in action.consumes) and sorted(
-                (actor.inputs[p].index, n) for p, n in action.consumes.items()) != sorted((q.index, n) for q, n, _ in entry.takes):
-            _stop_replay(engine, actor, entry, f"another action is ready now: {action.name}, taking from "
-                         + ", ".join(actor.inputs[p].id for p in action.consumes))
-            return None
+    other = _another_action(engine, actor, entry) if engine.live_queues else None
+    if other is not None:
+        _stop_replay(engine, actor, entry, other)
+        return None
     takes: list[tuple[Queue, list[Item]]] = []
     for q, count, recorded in entry.takes:
         items = [q.items.popleft() for _ in range(count)]
@@ -81,6 +74,22 @@ def replay_plan(engine: Engine, actor: Actor, entry: Any) -> Plan | None:
             return None
     actor.replay.popleft()
     return Plan(None, takes, entry=entry)
+
+def _another_action(engine: Engine, actor: Actor, entry: Any) -> str | None:
+    """Why a task's recorded firing must not replay: another of its actions is the one chosen now,
+    taking tokens a live firing put, which the recording may not have had there (an edited loop's
+    new item before the recorded `finish`). Tokens replayed firings put came as recorded: which
+    action had them first was timing, no divergence."""
+    spec = actor.spec
+    if spec is None or spec.kind != "task" or len(spec.actions) < 2:
+        return None
+    action = ready_action(actor, spec)
+    if action is None or not any(actor.inputs[p].index in engine.live_queues for p in action.consumes):
+        return None
+    if sorted((actor.inputs[p].index, n) for p, n in action.consumes.items()) == sorted((q.index, n) for q, n, _ in entry.takes):
+        return None  # the recorded action itself
+    return f"another action is ready now: {action.name}, taking from " + ", ".join(actor.inputs[p].id for p in action.consumes)
+
 
 def commit_replayed(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
     """A replayed firing puts the recorded tokens and restores the recorded state and chat."""
