@@ -1,4 +1,4 @@
-"""The `flowtape` command: run, runs, show, verify, golden, lsp."""
+"""The `flowtape` command: run, runs, show, verify, diff, debug, golden, lsp."""
 
 from __future__ import annotations
 
@@ -383,6 +383,21 @@ def cmd_golden(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import diff_runs, format_diff
+
+    runs = _runs_dir(args)
+    try:
+        diff = diff_runs(resolve_run(args.run_a, runs), resolve_run(args.run_b, runs), args.actor)
+    except ValueError as exc:  # an --actor neither run has
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _say_json(diff)
+    else:
+        _say(format_diff(diff))
+    return EXIT_OK if diff.same else EXIT_FAILED
+
+
 def cmd_lsp(args: argparse.Namespace) -> int:
     from flowtape_lsp.server import main as lsp_main
 
@@ -464,6 +479,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="as for run")
     p.set_defaults(fn=cmd_golden)
 
+    p = sub.add_parser("diff", help="compare two runs firing by firing: the first difference, with the values")
+    p.add_argument("run_a", metavar="RUN_A", help="a run directory or a run id")
+    p.add_argument("run_b", metavar="RUN_B", help="the run to compare it with")
+    p.add_argument("--actor", metavar="NAME", help="compare only this actor's firings (its path)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: every differing firing, values whole")
+    p.add_argument("--runs-dir", **runs_dir)
+    p.set_defaults(fn=cmd_diff)
+
     p = sub.add_parser("lsp", help="start the language server (stdio)")
     p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT", help="listen on 127.0.0.1:PORT instead (for debugging)")
     p.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (the default)")
@@ -474,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    _Parser.json_asked = bool(words) and words[0] in ("run", "runs", "show") and "--json" in words
+    _Parser.json_asked = bool(words) and words[0] in ("run", "runs", "show", "diff") and "--json" in words
     args = build_parser().parse_args(argv)
     verbose = bool(getattr(args, "verbose", False))
     try:

@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from .diff import NONE, FiringView, Put, Taken, explain
+from .diff import compare as compare_firings
 from .errors import FlowtapeError, RunStopped, UsageError
 from .graph import WorkflowDef
 from .runner import execute
@@ -200,6 +202,31 @@ def _apart(old: Any, new: Any, limit: int = 160) -> str:
     return f"{cut(a)} -> {cut(b)}"
 
 
+def firings_of(golden: dict[str, Any]) -> list[FiringView]:
+    """A golden's firings as `flowtape diff` compares them (inputs by digest: a golden keeps no more)."""
+    views: list[FiringView] = []
+    states: dict[str, msgspec.Raw] = {}
+    for step in golden.get("steps", []):
+        for f in step.get("firings", []):
+            if "state" in f:
+                states[f["actor"]] = msgspec.Raw(msgspec.json.encode(f["state"]))
+            views.append(FiringView(
+                f["actor"], f["fireCount"], step.get("step", 0),
+                inputs=[Taken(queue, d) for queue, _, d in f.get("consumed", [])],
+                outputs=[Put(queue, [msgspec.Raw(msgspec.json.encode(v)) for v in values]) for queue, values in f.get("produced", [])],
+                state=states.get(f["actor"], NONE),
+                chat=msgspec.Raw(msgspec.json.encode(f["chat"])) if "chat" in f else NONE,
+            ))
+    return views
+
+
+def first_firing_apart(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
+    """The first firing that differs, as `flowtape diff` tells it (golden = a, this run = b)."""
+    outputs = tuple(msgspec.Raw(msgspec.json.encode((g.get("end") or {}).get("outputs", {}))) for g in (expected, actual))
+    found = compare_firings(firings_of(expected), firings_of(actual), (outputs[0], outputs[1]), ("golden", "now")).first
+    return "\n".join(explain(found, ("golden", "now"))) if found is not None else None
+
+
 def check(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> None:
     """Raise GoldenMismatch unless a fresh run matches the golden at `path`."""
     expected = _read(Path(path))
@@ -220,7 +247,9 @@ def check(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = N
     difference = compare(expected, actual)
     if difference is not None:
         failed = f"; the run failed: {end.get('error')}" if end.get("status") == "failed" and end != was else ""
-        raise GoldenMismatch(f"{path}: {difference}{failed}")
+        firing = first_firing_apart(expected, actual)
+        said = f"\nfirst firing that differs (a = the golden, b = this run): {firing}" if firing is not None else ""
+        raise GoldenMismatch(f"{path}: {difference}{failed}{said}")
 
 
 def assert_golden(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> None:
