@@ -265,7 +265,7 @@ def test_an_input_of_the_wrong_type_is_refused_before_anything_runs(cli, write_f
 
 
 def test_the_items_of_a_typed_container_input_are_checked_too():
-    from flowtape.runner import _fits
+    from flowtape.fits import fits as _fits
 
     assert _fits([1, 2], list[int]) and not _fits(["a"], list[int]) and not _fits([True], list[int])
     assert _fits({"a": 1.5, "b": 2}, dict[str, float]) and not _fits({"a": "x"}, dict[str, float])

@@ -7,11 +7,8 @@ import os
 import signal
 import sys
 import threading
-import types
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +17,10 @@ from msgspec import Raw
 
 from . import __version__, tools, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
+from .fits import fits, shaped
 from .graph import Graph, WorkflowDef
 from .network import IMMUTABLE, LAZY, Item, Network, build_network
-from .ports import type_name, types_compatible
+from .ports import type_name
 from .replay import ReplayPlan, plan_resume, shape_of, statics_of
 from .replayer import restore
 from .rundir import (
@@ -83,57 +81,12 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
             names = ", ".join(graph.inputs) or "none"
             raise UsageError(f"workflow {graph.name} has no input port {port!r} (its inputs: {names})")
         expected = graph.inputs.get(port)
-        value = inputs[port] = _shaped(value, expected)
-        if not _fits(value, expected):
+        value = inputs[port] = shaped(value, expected)
+        if not fits(value, expected):
             raise UsageError(
                 f"input {port!r} of workflow {graph.name} expects {type_name(expected)}, "
                 f"not {type(value).__name__} {preview(value, 40)}"
             )
-
-
-FITS_CHECKED = 10_000  # items of an input container checked against its declared item type
-
-
-def _shaped(value: Any, expected: Any) -> Any:
-    """A JSON list given for a declared tuple, set or frozenset (from `--input`, an editor), as one:
-    JSON has no other array."""
-    origin = typing.get_origin(expected) or expected
-    args = typing.get_args(expected)
-    if isinstance(value, list) and origin in (tuple, set, frozenset):
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            return tuple(_shaped(x, a) for x, a in zip(value, args, strict=False)) + tuple(value[len(args):])
-        item = args[0] if args else Any
-        shaped = [_shaped(x, item) for x in value]
-        try:
-            return origin(shaped)
-        except TypeError:  # an unhashable item for a set: said by the type check
-            return value
-    if isinstance(value, list) and origin is list and args:
-        return [_shaped(x, args[0]) for x in value]
-    if isinstance(value, dict) and origin is dict and len(args) == 2:
-        return {k: _shaped(x, args[1]) for k, x in value.items()}
-    return value
-
-
-def _fits(value: Any, expected: Any) -> bool:
-    """Whether an input value is of its declared type, items of `list[int]`, `dict[str, float]`,
-    `tuple[int, str]` and members of `int | None` included (true is no int or float a user meant)."""
-    origin, args = typing.get_origin(expected), typing.get_args(expected)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, arg) for arg in args)
-    if origin is None or not args:
-        return types_compatible(type(value), expected) and not (type(value) is bool and expected in (int, float))
-    if not types_compatible(type(value), origin):
-        return False
-    if origin is dict and len(args) == 2 and isinstance(value, dict):
-        return all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in islice(value.items(), FITS_CHECKED))
-    if origin is tuple and isinstance(value, tuple):
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_fits(x, args[0]) for x in islice(value, FITS_CHECKED))
-        return len(args) == len(value) and all(_fits(x, a) for x, a in zip(value, args, strict=True))
-    if origin in (list, set, frozenset) and len(args) == 1 and isinstance(value, (list, set, frozenset)):
-        return all(_fits(x, args[0]) for x in islice(value, FITS_CHECKED))
-    return True  # a generic of another kind: its outer type is what is checked
 
 
 def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[str]]:

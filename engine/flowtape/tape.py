@@ -199,6 +199,25 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     h: str = ""
 
 
+class Edited(msgspec.Struct, tag="edit", tag_field="t", omit_defaults=True, kw_only=True):
+    """A fork's edit: a value of the recorded run changed before the fork went on live, written
+    right after the copied prefix (edits.py applies it, for the engine and for verify alike).
+    Exactly one of `queue` (a token), `field` (a state's field) and `chat` (an agent's chat entry)
+    says what was edited."""
+
+    step: int  # the step it follows: the fork's resumedAtStep
+    what: str  # the edit as it was asked for: `double.In[0]`, `report.approved`, `reviewer.answer`
+    queue: int = -1  # a token: its queue's index in the header
+    index: int = 0  # and its place in the queue (0: the head, taken next)
+    actor: str = ""  # a state's field or a chat entry: whose
+    field: str = ""  # the field of the actor's state
+    chat: int = -1  # an agent's chat entry (one per firing), by its index
+    old: str  # digest of the value it replaces (the token, the field's value, the entry; "": a field the state did not hold)
+    new: str  # digest of the new value (of the field's, for a field)
+    value: Raw  # the token, the actor's whole new state, or the whole new chat entry (tagged JSON)
+    h: str = ""
+
+
 END_STATUSES = ("succeeded", "failed", "stopped")
 
 
@@ -216,7 +235,7 @@ class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     h: str = ""
 
 
-Record = Header | Firing | Step | Checkpoint | Diverged | End
+Record = Header | Firing | Step | Checkpoint | Diverged | Edited | End
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
 _many_decoder = msgspec.json.Decoder(list[Record])

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
-from . import trust
+from . import edits, trust
 from .errors import TraceCorruption
 from .rundir import TAPE, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
@@ -21,6 +21,7 @@ from .tape import (
     Chain,
     Checkpoint,
     Diverged,
+    Edited,
     End,
     Final,
     Firing,
@@ -58,6 +59,7 @@ class Rebuild:
         self.taken: list[tuple[int, list[Raw]]] = []
         self.ended: End | None = None
         self.diverged: list[Diverged] = []
+        self.edits: list[Edited] = []  # a fork's
         self._step_taken: dict[tuple[str, int], list[tuple[int, list[Raw]]]] = {}  # by top-level firing
         self._step_live: dict[tuple[str, int], bool] = {}  # by top-level firing: did any of its firings run live
         self.replayed_steps = 0
@@ -82,6 +84,7 @@ class Rebuild:
         twin.states = dict(self.states)
         twin.chats = {path: list(messages) for path, messages in self.chats.items()} if chats else {}
         twin.diverged = list(self.diverged)
+        twin.edits = list(self.edits)
         twin.taken = list(self.taken)
         twin._step_taken = dict(self._step_taken)
         twin._step_live = dict(self._step_live)
@@ -107,8 +110,28 @@ class Rebuild:
             if self.header.resumedFrom is None:
                 raise TraceCorruption("a replay that stopped in a run that replays nothing", n, "divergences only in resumed runs")
             self.diverged.append(record)
+        elif isinstance(record, Edited):
+            self._edit(record, n)
         elif isinstance(record, End):
             self._end(record, n)
+
+    def _edit(self, e: Edited, n: int) -> None:
+        """A fork's edit: right after the step it names, in a resumed run, of a value the run holds
+        there (by digest); from then on the edited value is the run's."""
+        if self.header.resumedFrom is None:
+            raise TraceCorruption("an edit on a tape that resumed no run", n, "edits only in forked runs")
+        if e.step != self.step or self.seq != self.last_step_seq:
+            at = f"step {self.step}" + (", with firings after it" if self.seq != self.last_step_seq else "")
+            raise TraceCorruption(f"an edit made at step {e.step}, but the tape is at {at}", n, "an edit follows the step it names")
+        if e.queue in self.outputs:
+            raise TraceCorruption(f"an edit of {self.header.queues[e.queue]}, an output of the run", n, "an edit replaces the value it names")
+        try:
+            edits.apply(e, self.queues, self.header.queues, self.states, self.chats)
+        except ValueError as exc:
+            raise TraceCorruption(str(exc), n, "an edit replaces the value it names") from None
+        if e.actor and e.actor not in self.actors:
+            raise TraceCorruption(f"an edit of unknown actor {e.actor!r}", n, "an edit replaces the value it names")
+        self.edits.append(e)
 
     def _firing(self, f: Firing, n: int) -> None:
         if f.seq != self.seq + 1:
