@@ -106,6 +106,7 @@ def _runs_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .fork import parse_sets
     from .loader import load_flow
     from .progress import Progress
     from .runner import execute
@@ -120,6 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if names.count(name) > 1:
             raise UsageError(f"--input {name} is given {names.count(name)} times: give each input once")
     inputs = {**_inputs_json(args.inputs_json), **dict(given)}
+    edits = parse_sets(args.set)
 
     def note_missing(run_id: str, run_dir: Path | None) -> None:  # once the run starts: not before a usage error
         if args.resume_from is None:
@@ -140,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = execute(
                 flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
                 tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
-                on_step=progress, max_steps=args.max_steps, on_start=started, on_check=checking,
+                on_step=progress, max_steps=args.max_steps, on_start=started, on_check=checking, edits=edits,
             )
     finally:
         if progress is not None:
@@ -278,7 +280,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         _say(f"no runs in {_runs_dir(args)}")
     for run in listed:
         s, name = run.summary, Path(run.dir).name
-        origin = f"  resumed from {s.resumedFrom} @ step {s.resumedAtStep}" if s.resumedFrom else ""
+        edits = f" ({s.edits} edit{'s' if s.edits != 1 else ''})" if s.edits else ""
+        how = "forked" if s.edits else "resumed"
+        origin = f"  {how} from {s.resumedFrom} @ step {s.resumedAtStep}{edits}" if s.resumedFrom else ""
         copied = f"  (a copy of run {s.id})" if name != s.id else ""  # the name is what `show` takes
         row = f"{name}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}{copied}"
         _say(row.replace("\n", "\\n"))  # one run, one line
@@ -286,8 +290,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .fork import fork_edits
     from .show import detail_of, format_detail, load, run_detail
-    from .tape import Diverged, Step
+    from .tape import Diverged, Edited, Step
 
     if args.records and (args.step is not None or args.json):
         raise UsageError("--records prints every record of the run, as JSON already: leave out --step and --json")
@@ -312,13 +317,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     end = tape.end
     _say(f"run {h.runId} · workflow {h.workflow} · {h.flowFile}")
     if h.resumedFrom:
-        _say(f"resumed from {h.resumedFrom} at step {h.resumedAtStep}")
+        how = "forked" if fork_edits(tape) else "resumed"
+        _say(f"{how} from {h.resumedFrom} at step {h.resumedAtStep}")
     for record in tape.records():
         if isinstance(record, Step):
             mark = "  [replayed]" if record.replayed else ""
             _say(f"  {record.step:>5} · {record.actor} · fire {record.fireCount} · seq {record.journalSeq}{mark}")
         elif isinstance(record, Diverged):  # where the replay stopped, between the steps around it
             _say(f"        replay stopped: {record.actor} firing {record.fireCount}: {record.detail()}")
+        elif isinstance(record, Edited):  # a fork's edit, where it was made
+            _say(f"        edited: {record.what} = {preview_json(msgspec.json.decode(record.value), 120)}"
+                 + (" (its next answer)" if record.answer else ""))
     if end is not None:
         _say(f"{end.status} · outputs {preview_json(msgspec.json.decode(end.outputs), 2000)}")
         if end.error is not None:
@@ -349,6 +358,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _check_summary(summary: RunSummary, tape: Tape) -> None:
     """`runs` lists what run.json says: it must tell the tape's story, not an edited or stale one."""
+    from .fork import fork_edits
+
     header, end = tape.header, tape.end
     told: list[tuple[str, object, object]] = [("id", summary.id, header.runId), ("workflow", summary.workflow, header.workflow)]
     if end is not None:
@@ -357,6 +368,9 @@ def _check_summary(summary: RunSummary, tape: Tape) -> None:
     wrong = [f"{name} {said!r} (the tape: {held!r})" for name, said, held in told if said != held]
     if end is not None and msgspec.json.decode(summary.outputs or b"{}") != msgspec.json.decode(end.outputs):
         wrong.append("other outputs than the tape's end record")
+    made = fork_edits(tape)
+    if summary.edits != made:
+        wrong.append(f"edits {summary.edits} (the tape: {made})")
     if wrong:
         raise FlowtapeError(f"run.json disagrees with the tape, which holds together: {'; '.join(wrong)} "
                             "(run.json was edited, or copied from another run)")
@@ -451,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-tape", action="store_true", help="do not record the run")
     p.add_argument("--resume-from", metavar="RUN", help="resume a recorded run (an id or a run directory)")
     p.add_argument("--at-step", type=_count(), metavar="N", help="with --resume-from: the step to resume at (default: its last)")
+    p.add_argument("--set", action="append", default=[], metavar="WHERE=VALUE",
+                   help="with --resume-from: fork, editing a value at the step first: QUEUE[i]=JSON (a waiting token; "
+                        "QUEUE is its id or its consumer's port, a.In), ACTOR.field=JSON, AGENT.answer[.PORT]=JSON; repeatable")
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("runs", help="list runs, newest first")

@@ -21,9 +21,9 @@ def shaped(value: Any, expected: Any) -> Any:
         if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
             return tuple(shaped(x, a) for x, a in zip(value, args, strict=False)) + tuple(value[len(args):])
         item = args[0] if args else Any
-        shaped = [shaped(x, item) for x in value]
+        items = [shaped(x, item) for x in value]
         try:
-            return origin(shaped)
+            return origin(items)
         except TypeError:  # an unhashable item for a set: said by the type check
             return value
     if isinstance(value, list) and origin is list and args:

@@ -22,6 +22,7 @@ from .tape import (
     ActorInfo,
     Checkpoint,
     Diverged,
+    Edited,
     End,
     Firing,
     Header,
@@ -93,6 +94,7 @@ class ReplayPlan:
     covered: dict[tuple[str, int], list[tuple[int, str]]]  # recorded composite firings: what each handed in, by digest
     snapshot: Snapshot | None = None
     max_workers: int = 0  # the recorded run's pool (0: not recorded): a resume runs with it unless told otherwise
+    no_snapshot: str = ""  # why the run at the step is not restored from a snapshot (a fork needs one)
 
     def install(self, net: Network) -> None:
         for path, entries in self.entries.items():
@@ -333,10 +335,12 @@ def _verified_plan(
     rebuild = Rebuild(header)
     snapshot: Snapshot | None = None
     clean = at_step > 0 and _statics_hold(header, net)  # so far every firing is covered and replayable
+    why = "" if clean or at_step == 0 else "the flow's static loops or ifs are not as recorded, or cannot be told"
     loop_mid: dict[str, bool] = {}  # a loop between two items cannot be restored from a snapshot
     prefix: list[bytes] = []
     contiguous = True  # the prefix is every record after the header, up to the step
     chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the covered firings
+    edited_at: int | None = None  # a fork's edits among the records the step covers: at that step
     total = len(tape.lines) - 1
     try:
         for line in tape.lines[1:]:
@@ -347,22 +351,33 @@ def _verified_plan(
             if isinstance(record, Step | Checkpoint):
                 if clean and snapshot is None:
                     prefix.append(line.raw)
-                    if isinstance(record, Step) and record.step == at_step and not any(loop_mid.values()):
+                    mid = [name for name, between in loop_mid.items() if between]
+                    if isinstance(record, Step) and record.step == at_step and mid:
+                        why = f"loop {mid[0]} is between two items at step {at_step}"
+                    if isinstance(record, Step) and record.step == at_step and not mid:
                         joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
                         block = (joined, 0, len(joined)) if joined is not None else None
                         snapshot = _snapshot(rebuild, prefix, block, header)
+                continue
+            if isinstance(record, Edited):
+                if record.step < at_step:  # made before the step: part of the run resumed
+                    edited_at = record.step
+                    if clean and snapshot is None:
+                        prefix.append(line.raw)
                 continue
             if not isinstance(record, Firing):
                 contiguous = False
                 continue
             top = record.within if record.within is not None else (record.actor, record.fireCount)
             if tuple(top) not in tops:
-                if snapshot is None:
-                    clean = False
+                if snapshot is None and clean and rebuild.step < at_step:
+                    clean, why = False, f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step}"
                 continue
             if clean and snapshot is None:
                 prefix.append(line.raw)
                 clean = not record.notReplayable
+                if not clean:
+                    why = f"{record.actor}'s firing {record.fireCount} cannot be replayed ({record.notReplayable})"
                 if kinds.get(record.actor) == "loop":
                     item = f"{record.actor}.item->"
                     loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
@@ -371,6 +386,12 @@ def _verified_plan(
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
     if snapshot is not None:
         return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, {}, snapshot, header.maxWorkers)
+    if edited_at is not None:  # replaying firing by firing would not make the edits
+        raise ResumeRefused(
+            f"cannot resume run {header.runId} at step {at_step}: it was forked with edits at step {edited_at}, and the run "
+            f"at step {at_step} does not stand as one picture that holds them (firings under way beside it); resume at "
+            f"step {edited_at} or before, or at a step where no firing was under way"
+        )
     for record, taken in chosen:
         if kinds.get(record.actor) not in LEAF_KINDS:  # a loop's, an if's, a nested workflow's firing
             covered[(record.actor, record.fireCount)] = sorted((i, digest(tokens)) for i, tokens in record.produced)
@@ -386,4 +407,4 @@ def _verified_plan(
                     recorded=dict(taken),
                 )
             )
-    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers)
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers, no_snapshot=why)

@@ -18,6 +18,7 @@ from msgspec import Raw
 from . import __version__, tools, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
 from .fits import fits, shaped
+from .fork import described, install_answers, plan_fork
 from .graph import Graph, WorkflowDef
 from .network import IMMUTABLE, LAZY, Item, Network, build_network
 from .ports import type_name
@@ -36,7 +37,7 @@ from .rundir import (
 )
 from .scheduler import Engine, error_info, final_state
 from .state import big_parameters_changed
-from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, End, ErrorInfo, Header, graph_fingerprint
+from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, Edited, End, ErrorInfo, Header, graph_fingerprint
 from .values import NotEncodable, decode, encode, preview, use_flow_module
 from .verify import outputs_bytes
 from .writer import TapeWriter
@@ -170,9 +171,12 @@ def execute(
     on_start: Callable[[str, Path | None], None] | None = None,
     max_steps: int | None = None,
     on_check: Callable[[int, int], None] | None = None,
+    edits: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run `flow` and record it; returns the result whatever the status (failures included).
     With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable).
+    `edits` (with `resume_from`) forks the run: `{"QUEUE[i]" | "ACTOR.field" | "AGENT.answer": value}`
+    are put in place at the step before it goes on (fork.py).
     `on_check(records checked, records)` follows the check of a resumed tape that must be verified."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
@@ -185,6 +189,7 @@ def execute(
     net = build_network(graph)
     runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     plan: ReplayPlan | None = None
+    edited: list[Edited] = []  # a fork's edits (fork.py)
     if resume_from is not None:
         if not tape:
             raise UsageError("a resumed run is recorded: it cannot run with the tape off")
@@ -192,6 +197,7 @@ def execute(
             raise ResumeRefused("cannot give inputs with a resume: a resumed run starts from the recorded run's inputs")
         source = resolve_run(resume_from, runs_base)
         plan = plan_resume(source, at_step, net, graph.name, on_check)
+        edited = plan_fork(edits or {}, plan, net)
         seeded = {port: (LAZY, Raw(enc)) for port, enc in _raw_inputs(plan.inputs).items()}
         inputs_raw = plan.inputs
         if max_steps is not None and max_steps <= plan.at_step:
@@ -200,6 +206,8 @@ def execute(
     else:
         if at_step is not None:
             raise UsageError("--at-step needs --resume-from")
+        if edits:
+            raise UsageError("edits (--set) need --resume-from: a fork goes on from a recorded run")
         inputs = dict(inputs or {})
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
@@ -216,6 +224,7 @@ def execute(
     summary = RunSummary(
         id=run_id, workflow=graph.name, flowFile=graph.site.file, status="running", startedAt=started,
         resumedFrom=plan.source_id if plan else None, resumedAtStep=plan.at_step if plan else None, pid=os.getpid(),
+        edits=len(described(edited)) if plan else 0,
     )
     if tape:
         run_dir = runs_base / run_id
@@ -264,6 +273,9 @@ def execute(
                 if plan is not None:
                     plan.install(net)
                 engine.seed({port: [item] for port, item in seeded.items()})
+            if writer is not None and edited:  # a fork: after the copied prefix (or the header), before anything runs
+                writer.write(*edited)
+            install_answers(edited, net)
         except TraceCorruption as exc:  # the recorded state holds a value that cannot be rebuilt
             message = f"cannot resume from {plan.source if plan is not None else 'its tape'}: {exc}"
             _abandon(engine, writer, run_dir, summary, message)
@@ -386,10 +398,13 @@ def run(
     durable: bool = False,
     resume_from: str | Path | None = None,
     at_step: int | None = None,
+    edits: dict[str, Any] | None = None,
     out_dir: Any = None,
     **wfpy_options: Any,
 ) -> dict[str, list[Any]]:
-    """Run a workflow; returns `{output port: [tokens]}`. Raises RunFailed when an actor fails
+    """Run a workflow; returns `{output port: [tokens]}`. With `resume_from`, `edits` forks the
+    run at the step (`{"double.In[0]": 7, "report.approved": [], "reviewer.answer": {...}}`, as
+    `--set` takes them; fork.py). Raises RunFailed when an actor fails
     (the error names its path, firing and line; what the actor raised is its `__cause__`) and
     RunStopped on Ctrl-C/SIGTERM. `out_dir` and wfpy's WFPY_IGNORED options are accepted for wfpy
     compatibility and ignored: runs go to `runs_dir`, and every run is recorded."""
@@ -398,7 +413,7 @@ def run(
         raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
     result = execute(
         flow, inputs, max_workers=max_workers, runs_dir=runs_dir, run_id=run_id, tape=tape, durable=durable,
-        resume_from=resume_from, at_step=at_step,
+        resume_from=resume_from, at_step=at_step, edits=edits,
     )
     if result.status == "failed":
         assert result.error is not None

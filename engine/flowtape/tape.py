@@ -202,19 +202,19 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
 class Edited(msgspec.Struct, tag="edit", tag_field="t", omit_defaults=True, kw_only=True):
     """A fork's edit: a value of the recorded run changed before the fork went on live, written
     right after the copied prefix (edits.py applies it, for the engine and for verify alike).
-    Exactly one of `queue` (a token), `field` (a state's field) and `chat` (an agent's chat entry)
-    says what was edited."""
+    Exactly one of `queue` (a token), `field` (a state's field) and `answer` (an agent's next
+    answer) says what was edited."""
 
     step: int  # the step it follows: the fork's resumedAtStep
     what: str  # the edit as it was asked for: `double.In[0]`, `report.approved`, `reviewer.answer`
     queue: int = -1  # a token: its queue's index in the header
     index: int = 0  # and its place in the queue (0: the head, taken next)
-    actor: str = ""  # a state's field or a chat entry: whose
+    actor: str = ""  # a state's field or an answer: whose
     field: str = ""  # the field of the actor's state
-    chat: int = -1  # an agent's chat entry (one per firing), by its index
+    answer: bool = False  # the agent's next answer, `value` (by output port), given instead of asking its transport
     old: str  # digest of the value it replaces (the token, the field's value, the entry; "": a field the state did not hold)
     new: str  # digest of the new value (of the field's, for a field)
-    value: Raw  # the token, the actor's whole new state, or the whole new chat entry (tagged JSON)
+    value: Raw  # the token, the actor's whole new state, or the answer by output port (tagged JSON)
     h: str = ""
 
 

@@ -60,6 +60,7 @@ class Rebuild:
         self.ended: End | None = None
         self.diverged: list[Diverged] = []
         self.edits: list[Edited] = []  # a fork's
+        self.answers: dict[str, Raw] = {}  # an agent's edited next answer, till its next firing
         self._step_taken: dict[tuple[str, int], list[tuple[int, list[Raw]]]] = {}  # by top-level firing
         self._step_live: dict[tuple[str, int], bool] = {}  # by top-level firing: did any of its firings run live
         self.replayed_steps = 0
@@ -85,6 +86,7 @@ class Rebuild:
         twin.chats = {path: list(messages) for path, messages in self.chats.items()} if chats else {}
         twin.diverged = list(self.diverged)
         twin.edits = list(self.edits)
+        twin.answers = dict(self.answers)
         twin.taken = list(self.taken)
         twin._step_taken = dict(self._step_taken)
         twin._step_live = dict(self._step_live)
@@ -117,16 +119,19 @@ class Rebuild:
 
     def _edit(self, e: Edited, n: int) -> None:
         """A fork's edit: right after the step it names, in a resumed run, of a value the run holds
-        there (by digest); from then on the edited value is the run's."""
+        there (by digest); from then on the edited value is the run's. An agent's next answer may
+        also come right after the header (a resume that replays firing by firing): its first live
+        firing gives it."""
         if self.header.resumedFrom is None:
             raise TraceCorruption("an edit on a tape that resumed no run", n, "edits only in forked runs")
-        if e.step != self.step or self.seq != self.last_step_seq:
+        before_all = e.answer and self.seq == 0 and self.step == 0  # a resume that replays firing by firing: after the header
+        if not before_all and (e.step != self.step or self.seq != self.last_step_seq):
             at = f"step {self.step}" + (", with firings after it" if self.seq != self.last_step_seq else "")
             raise TraceCorruption(f"an edit made at step {e.step}, but the tape is at {at}", n, "an edit follows the step it names")
         if e.queue in self.outputs:
             raise TraceCorruption(f"an edit of {self.header.queues[e.queue]}, an output of the run", n, "an edit replaces the value it names")
         try:
-            edits.apply(e, self.queues, self.header.queues, self.states, self.chats)
+            edits.apply(e, self.queues, self.header.queues, self.states, self.answers)
         except ValueError as exc:
             raise TraceCorruption(str(exc), n, "an edit replaces the value it names") from None
         if e.actor and e.actor not in self.actors:
@@ -171,6 +176,11 @@ class Rebuild:
             if (f.actor, index, False) not in self._wired:
                 self._check_wired(f.actor, index, False, n)
             q.extend(tokens)
+        if self.answers and f.actor in self.answers and not f.replayed:
+            try:
+                edits.check_answer(self.answers.pop(f.actor), f.actor, f.produced, self.header.queues)
+            except ValueError as exc:
+                raise TraceCorruption(str(exc), n, "an edited answer is the one the agent's next firing gives") from None
         self.taken = taken
         self.seq = f.seq
         self.fire_counts[f.actor] = f.fireCount
