@@ -377,19 +377,28 @@ def _check_summary(summary: RunSummary, tape: Tape) -> None:
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
+    from .fork import parse_sets
     from .golden import GoldenMismatch, check, record
     from .loader import load_flow
 
+    if args.resume_from is not None and args.workflow is None:
+        args.workflow = _recorded_workflow(args)
     flow = load_flow(args.flow, args.workflow)
     inputs = dict(_parse_input(i, flow.inputs) for i in args.input) or None
+    fork: dict[str, Any] = {}
+    if args.resume_from is not None:  # a golden of a resume or a fork of a recorded run
+        fork = {"resume_from": resolve_run(args.resume_from, _runs_dir(args)).resolve(), "at_step": args.at_step,
+                "edits": parse_sets(args.set)}
+    elif args.set or args.at_step is not None:
+        raise UsageError("--at-step and --set need --resume-from")
     if args.action == "record":
-        data = record(flow, Path(args.golden), inputs)
+        data = record(flow, Path(args.golden), inputs, **fork)
         print(f"recorded {args.golden}: {len(data['steps'])} steps")
         if data["end"].get("status") == "failed":  # a golden may hold a failure on purpose: said, not refused
             print(f"flowtape: note: the recorded run failed, and the golden holds that: {data['end'].get('error')}", file=sys.stderr)
         return EXIT_OK
     try:
-        check(flow, Path(args.golden), inputs)
+        check(flow, Path(args.golden), inputs, **fork)
     except GoldenMismatch as exc:
         print(f"flowtape: golden mismatch: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -494,6 +503,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("golden", help="the golden file (JSON)")
     p.add_argument("--workflow", **workflow)
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="as for run")
+    p.add_argument("--resume-from", metavar="RUN", help="the golden of a resume (or, with --set, a fork) of a recorded run")
+    p.add_argument("--at-step", type=_count(), metavar="N", help="as for run")
+    p.add_argument("--set", action="append", default=[], metavar="WHERE=VALUE", help="as for run")
+    p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_golden)
 
     p = sub.add_parser("diff", help="compare two runs firing by firing: the first difference, with the values")
