@@ -36,6 +36,7 @@ from .tape import FORMAT_VERSION, Tape
 from .values import preview, preview_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+THEN_CHOICES = ("stop", "live")  # `debug --then`: what the run does after the debugged firing
 OUTPUT_CHARS = 10_000  # per output port, in text mode
 
 
@@ -421,6 +422,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if diff.same else EXIT_FAILED
 
 
+def cmd_debug(args: argparse.Namespace) -> int:
+    from .debug import debug_firing
+
+    run_dir = resolve_run(args.run, _runs_dir(args))
+    ok = debug_firing(run_dir, args.step, args.actor, then=args.then, port=args.port, flow_file=args.flow,
+                      max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
 def cmd_lsp(args: argparse.Namespace) -> int:
     from flowtape_lsp.server import main as lsp_main
 
@@ -516,6 +526,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object: every differing firing, values whole")
     p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_diff)
+
+    p = sub.add_parser("debug", help="run one recorded firing live under the Python debugger (debugpy), after replaying what came before")
+    p.add_argument("run", help="a run directory or a run id")
+    p.add_argument("--step", type=_count(1), metavar="N", required=True, help="the step whose firing to debug")
+    p.add_argument("--actor", metavar="NAME", help="debug this actor's last firing at or before step N instead (one inside a loop, say)")
+    p.add_argument("--then", choices=THEN_CHOICES, default="stop",
+                   help="after the firing: stop the run (default), or go on live")
+    p.add_argument("--port", type=_count(0, 65535), default=5678, metavar="PORT",
+                   help="where debugpy listens on 127.0.0.1 (default 5678; 0: a free port, said on stderr)")
+    p.add_argument("--flow", metavar="FILE", help="the flow file (default: the one the run ran)")
+    p.add_argument("--max-workers", type=_count(1, MAX_WORKERS), metavar="N", help="threads firing actors (default 1: the recorded order)")
+    p.add_argument("--run-id", metavar="ID", help="the new run's id")
+    p.add_argument("--runs-dir", **runs_dir)
+    p.set_defaults(fn=cmd_debug)
 
     p = sub.add_parser("lsp", help="start the language server (stdio)")
     p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT", help="listen on 127.0.0.1:PORT instead (for debugging)")
