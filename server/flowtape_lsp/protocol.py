@@ -26,7 +26,13 @@ CMD_RUN = "flowtape.run"
 CMD_RESUME = "flowtape.resumeAtStep"
 CMD_RERUN_ACTOR = "flowtape.rerunActor"
 CMD_STOP = "flowtape.stop"
-COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP)
+CMD_FORK = "flowtape.fork"
+COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP, CMD_FORK)
+DIFF = "flowtape/diff"
+EDITABLES = "flowtape/editables"
+FIRING_AT = "flowtape/firingAt"
+# A client-side command: the diff of a resumed run against the run it resumed (a divergence links to it)
+CLIENT_COMPARE = "flowtape.compareRuns"
 # A client-side command (the editor client's runs view); the "Runs (n)" lens points at it.
 CLIENT_SHOW_RUNS = "flowtape.view.refresh"
 
@@ -282,3 +288,54 @@ class StepDetailResult(Message):
     queues: list[QueueState]
     states: list[ActorState]
     chat: list[ChatEntry] | None = None
+
+
+# ---- what-if: fork with edits, diff two runs, the firing to debug (whatif.py) ----------------------
+
+
+class ForkParams(Params):
+    runId: Name
+    step: PositiveInt
+    edits: dict[Name, Any]  # {"QUEUE[i]" | "ACTOR.field" | "AGENT.answer[.PORT]": JSON value}, as `--set` takes them
+    maxWorkers: Workers | None = None
+
+
+class DiffParams(Params):
+    runA: Name
+    runB: Name
+    actor: Name | None = None
+
+
+class EditablesParams(Params):
+    runId: Name
+    step: PositiveInt
+
+
+class FiringAtParams(Params):
+    runId: Name
+    step: PositiveInt  # the stepper's step
+    uri: Name | None = None  # with `line`: the actor created there, its last firing at or before `step`
+    line: Step | None = None
+
+
+class Editable(Message):
+    """A value a fork may edit at the step: `where` is what `--set` and ForkParams.edits take."""
+
+    where: str
+    kind: str  # "token" | "field" | "answer"
+    actor: str
+    value: Any = None  # the value as the tape holds it (tagged JSON); an answer's: null
+    queue: str | None = None
+
+
+class EditablesResult(Message):
+    runId: str
+    step: int
+    editables: list[Editable]
+
+
+class FiringAtResult(Message):
+    runId: str
+    actor: str
+    fireCount: int
+    step: int  # the step that holds that firing (what `flowtape debug --step` takes)

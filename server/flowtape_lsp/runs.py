@@ -291,6 +291,7 @@ class RunManager:
     async def launch(
         self, flow: Path, *, workflow: str | None = None, inputs: dict[str, Any] | None = None,
         max_workers: int | None = None, resume_from: Run | None = None, at_step: int | None = None,
+        edits: list[str] | None = None,
     ) -> Run:
         """Start `flowtape run` in a child process; returns at once, the run streams on its own."""
         if workflow is not None and not workflow.isidentifier():  # (a NUL byte could not even be passed)
@@ -314,6 +315,7 @@ class RunManager:
             args += ["--resume-from", str(resume_from.run_dir)]
             if at_step is not None:
                 args += ["--at-step", str(at_step)]
+            args += [f"--set={edit}" for edit in edits or []]  # a fork's (attached: a value may start with '-')
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,7 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, inspect
+    from . import codelens, commands, inspect, whatif
 
     server = FlowtapeServer()
 
@@ -150,6 +150,7 @@ def create_server() -> FlowtapeServer:
 
     codelens.register(server)
     commands.register(server)
+    whatif.register(server)
     inspect.register(server)
     return server
 
