@@ -59,7 +59,7 @@ def run_info(run: Run) -> P.RunInfo:
     return P.RunInfo(
         runId=run.run_id, workflow=run.workflow, uri=run.uri, status=run.status, steps=steps,
         startedAt=run.started_at, runDir=client_path(run.run_dir), finishedAt=run.finished_at,
-        resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
+        resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, edits=run.edits,
     )
 
 

@@ -204,6 +204,7 @@ class RunStarted(Message):
     runDir: str
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
+    edits: int = 0  # a fork's edits at resumedAtStep
 
 
 class Steps(Message):
@@ -240,6 +241,7 @@ class RunInfo(Message):
     finishedAt: str | None = None
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
+    edits: int = 0  # a fork's edits at resumedAtStep
 
 
 class RunsResult(Message):

@@ -40,7 +40,9 @@ async def test_fork_diff_and_editables(client: LanguageClient, workspace: Path) 
     assert done["status"] == "succeeded" and done["outputs"] == {"Result": [2, 20, 6, 8]}
     verify(Path(forked["runDir"]) / "tape.jsonl")
     started = col.of("flowtape/runStarted", forked["runId"])[0]
-    assert started["resumedFrom"] == run_id and started["resumedAtStep"] == 3
+    assert started["resumedFrom"] == run_id and started["resumedAtStep"] == 3 and started["edits"] == 2
+    listed = (await request(client, "flowtape/runs", {"uri": uri_of(flow)}))["runs"]
+    assert [(r["runId"], r.get("edits", 0)) for r in listed] == [(forked["runId"], 2), (run_id, 0)]
     diff = await request(client, "flowtape/diff", {"runA": run_id, "runB": forked["runId"]})
     assert diff["same"] is False and diff["first"]["actor"] == "double" and diff["first"]["fireCount"] == 2
     assert diff["first"]["aspects"] == ["inputs", "outputs", "state"]
