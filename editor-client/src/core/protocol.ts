@@ -35,6 +35,7 @@ export interface RunInfo {
   finishedAt?: string | number | null;
   resumedFrom?: string | null;
   resumedAtStep?: number | null;
+  edits?: number; // a fork's edits at resumedAtStep
   runDir: string;
 }
 
@@ -57,6 +58,7 @@ export interface RunStartedParams {
   runDir: string;
   resumedFrom?: string | null;
   resumedAtStep?: number | null;
+  edits?: number;
 }
 
 export interface StepsParams {
@@ -124,6 +126,9 @@ export const Methods = {
   getSteps: "flowtape/getSteps",
   stepDetail: "flowtape/stepDetail",
   selectStep: "flowtape/selectStep",
+  diff: "flowtape/diff",
+  editables: "flowtape/editables",
+  firingAt: "flowtape/firingAt",
 } as const;
 
 /** Server-side command ids: the language client registers these itself. */
@@ -132,4 +137,66 @@ export const ServerCommands = {
   resumeAtStep: "flowtape.resumeAtStep",
   rerunActor: "flowtape.rerunActor",
   stop: "flowtape.stop",
+  fork: "flowtape.fork",
 } as const;
+
+// ---- what-if: fork, diff, debug (docs/protocol.md) ----
+
+/** What a firing took from one queue (by digest; the tokens when the run has them). */
+export interface Taken {
+  queue: string;
+  digest: string;
+  tokens?: unknown[];
+}
+
+export interface FiringView {
+  actor: string;
+  fireCount: number;
+  step?: number;
+  inputs?: Taken[];
+  outputs?: { queue: string; tokens: unknown[] }[];
+  state?: unknown;
+  chat?: unknown;
+}
+
+export interface Difference {
+  actor: string;
+  fireCount: number;
+  aspects: string[]; // "inputs" | "outputs" | "state" | "chat" | "only in a" | "only in b"
+  a?: FiringView | null;
+  b?: FiringView | null;
+}
+
+export interface RunDiff {
+  a: string;
+  b: string;
+  same: boolean;
+  counts: { actor: string; a: number; b: number }[];
+  outputs: { same: boolean; a: unknown; b: unknown };
+  first?: Difference | null;
+  differences?: Difference[];
+  statusA?: string;
+  statusB?: string;
+  actor?: string | null;
+}
+
+export interface Editable {
+  where: string; // what flowtape.fork's `edits` (and `--set`) take
+  kind: "token" | "field" | "answer";
+  actor: string;
+  value?: unknown;
+  queue?: string | null;
+}
+
+export interface EditablesResult {
+  runId: string;
+  step: number;
+  editables: Editable[];
+}
+
+export interface FiringAtResult {
+  runId: string;
+  actor: string;
+  fireCount: number;
+  step: number;
+}
