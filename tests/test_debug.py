@@ -153,3 +153,28 @@ def test_debug_refuses_what_is_no_firing(tmp_path):
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
     done = _flowtape("debug", "nope", "--step", "1", cwd=tmp_path)
     assert done.returncode == 2 and "nope" in done.stderr
+
+
+def test_a_forks_first_live_firing_is_debugged_with_the_edited_input(tmp_path):
+    chain = EXAMPLES / "chain.py"
+    _flowtape("run", str(chain), "--run-id", "rec", "--max-workers", "1", cwd=tmp_path)
+    done = _flowtape("run", str(chain), "--resume-from", "rec", "--at-step", "4", "--set", "double.In[0]=10", "--run-id", "fork",
+                     cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(i for i, text in enumerate(chain.read_text().splitlines(), start=1) if "return 2 * x" in text)
+    proc, port, said = _start_debug(tmp_path, "fork", "--step", "5", "--run-id", "dbg")  # double's 2nd firing, right after the edit
+    try:
+        client = _attach(port, {str(chain): [line]})
+        stopped = client.event("stopped")["body"]
+        assert _locals(client, stopped["threadId"])["x"] == "10"
+        client.request("setBreakpoints", source={"path": str(chain)}, breakpoints=[])
+        client.request("continue", threadId=stopped["threadId"])
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    # the fork's edits come after its step: the debug run forks its source again, with the same edit
+    summary = json.loads((tmp_path / ".flowtape" / "runs" / "dbg" / "run.json").read_text())
+    assert (summary["resumedFrom"], summary["resumedAtStep"], summary["edits"]) == ("rec", 4, 1)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import UsageError
 from .rundir import TAPE
-from .tape import Firing, read_tape
-from .values import preview
+from .tape import Edited, Firing, read_tape
+from .values import decode, preview
 
 
 @dataclass
@@ -98,9 +99,10 @@ def debug_firing(
     say(f"flowtape: debugger listening on {host}:{bound} (attach with a DAP client: VS Code's Flowtape debug "
         "configuration, nvim-dap; see the README)")
     wait_for_client()
+    source, edits = replay_source(run_dir, target.resume_at)
     result = execute(
         flow, max_workers=max_workers or 1, runs_dir=runs_dir, run_id=run_id,
-        resume_from=run_dir, at_step=target.resume_at, max_steps=target.step if then == "stop" else None,
+        resume_from=source, at_step=target.resume_at, max_steps=target.step if then == "stop" else None, edits=edits or None,
     )
     for name, tokens in result.outputs.items():
         print(f"{name}: {preview(tokens, 10_000)}")
@@ -115,6 +117,32 @@ def debug_firing(
         say(f"flowtape: {result.error.message}")
     stopped_as_asked = result.status == "stopped" and then == "stop" and result.steps >= target.step
     return took is not None and (result.status == "succeeded" or stopped_as_asked)
+
+
+def replay_source(run_dir: Path, at: int) -> tuple[Path, dict[str, Any]]:
+    """What to resume to stand right before the firing: the run at step `at`, or, when the run is
+    a fork made at that very step (its edits come after the step), the run it forked, with the
+    same edits again."""
+    tape = read_tape(run_dir / TAPE, warn=False)
+    header = tape.header
+    own = [r for r in tape.records() if isinstance(r, Edited) and r.step == at]
+    if header.resumedFrom is None or header.resumedAtStep != at or not own:
+        return run_dir, {}
+    source = run_dir.parent / header.resumedFrom
+    if not (source / TAPE).is_file():
+        say(f"flowtape: warning: run {header.resumedFrom}, which run {header.runId} forked, is not beside it: "
+            f"the firing runs without the fork's edits")
+        return run_dir, {}
+    edits: dict[str, Any] = {}
+    for record in own:
+        value = decode(bytes(record.value))
+        if record.answer:
+            edits[f"{record.actor}.answer"] = value  # (the whole answer: one port's edit kept the others)
+        elif record.field:
+            edits[record.what] = value[record.field] if isinstance(value, dict) else value
+        else:
+            edits[record.what] = value
+    return source, edits
 
 
 def say(text: str) -> None:

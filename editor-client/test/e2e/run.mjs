@@ -145,6 +145,7 @@ function setup() {
   mkdirSync(ws, { recursive: true });
   cpSync(join(HERE, "fixture/flow.py"), join(ws, "flow.py"));
   cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
+  cpSync(join(HERE, "fixture/whatif.py"), join(ws, "whatif.py"));
   return { data, ext, ws };
 }
 
@@ -293,6 +294,123 @@ function lineOf(file, text) {
   const lines = readFileSync(file, "utf8").split("\n");
   const i = lines.findIndex((l) => l.includes(text));
   return i + 1;
+}
+
+// ---- what-if: fork with an edited value, compare two runs, debug one firing ----------------------
+
+async function quickInput() {
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 15000 });
+  return input;
+}
+
+/** Pick the quick-pick row holding `text` (typed into the filter first). */
+async function pick(text, { filter = true } = {}) {
+  const input = await quickInput();
+  if (filter) await input.fill(text);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: text }).first().waitFor({ timeout: 15000 });
+  await page.keyboard.press("Enter");
+}
+
+async function openFile(name, marker) {
+  for (let i = 0; i < 3; i++) {
+    try {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("Control+P");
+      const input = await quickInput();
+      await input.fill(name);
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
+      await page.keyboard.press("Enter");
+      await page.locator(".monaco-editor .view-lines", { hasText: marker }).first().waitFor({ timeout: 10000 });
+      await page.locator(".editor-group-container .tab.active", { hasText: name }).first().waitFor({ timeout: 10000 });
+      return;
+    } catch (e) {
+      if (i === 2) throw e;
+      await page.waitForTimeout(1500);
+    }
+  }
+}
+
+async function goToLine(line) {
+  await focusEditor();
+  await page.keyboard.press("Control+G");
+  const input = await quickInput();
+  await input.fill(`:${line}`);
+  await page.keyboard.press("Enter");
+}
+
+async function whatIfStages(dirs) {
+  const whatif = join(dirs.ws, "whatif.py");
+  await stage("what-if: run whatif.py", async () => {
+    await openFile("whatif.py", "class Scale");
+    await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().waitFor({ timeout: 60000 });
+    await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().click();
+    await waitRows((rs) => rs.some((r) => /^main ·/.test(r) && /\b8 steps\b/.test(r) && !/running/.test(r)), "the whatif.py run, finished", 45000);
+  });
+
+  await stage("what-if: Fork from Here… at step 1 with an edited token", async () => {
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(/step 1\/8/);
+    await runCommand("Flowtape: Fork from Here…");
+    await pick("numbers.Out->scale.In[0]");
+    const input = await quickInput();
+    check((await input.inputValue()) === "1", `the token to edit should be 1, the box holds ${await input.inputValue()}`);
+    await input.fill("7");
+    await page.keyboard.press("Enter");
+    await pick("Fork from here (1 edit)", { filter: false });
+    await waitRows((rs) => rs.some((r) => /forked from .* @ step 1 \(1 edit\)/.test(r) && !/running/.test(r)), "a run forked at step 1 with 1 edit", 45000);
+    await screenshot("fork-from-here");
+  }, { critical: false });
+
+  await stage("what-if: Compare with… lists the differing firings and opens VS Code's diff editor", async () => {
+    await runCommand("Flowtape: Compare with…");
+    await pick("the run it resumed", { filter: false });
+    const title = page.locator(".quick-input-widget", { hasText: "↔" });
+    await title.waitFor({ timeout: 30000 });
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "scale firing 1" }).first().waitFor({ timeout: 15000 });
+    const rows = (await page.locator(".quick-input-list .monaco-list-row").allInnerTexts()).map((t) => t.replace(/\s+/g, " "));
+    log(`  differing: ${JSON.stringify(rows.slice(0, 5))}`);
+    await page.keyboard.press("Enter");
+    await page.locator(".editor-group-container .tab", { hasText: "scale firing 1" }).first().waitFor({ timeout: 15000 });
+    await page.locator(".monaco-diff-editor").first().waitFor({ timeout: 15000 });
+    await screenshot("compare-diff");
+    await page.keyboard.press("Escape");
+  }, { critical: false });
+
+  await stage("what-if: Debug This Firing stops at a breakpoint with the recorded input", async () => {
+    await openFile("whatif.py", "class Scale");
+    await goToLine(lineOf(whatif, "# BREAK"));
+    await page.keyboard.press("F9");
+    await page.locator(".monaco-editor .codicon-debug-breakpoint").first().waitFor({ timeout: 10000 });
+    // the forked run's first step of scale: its first firing, which took the edited 7
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(/step 1\/\d+/);
+    for (let i = 0; i < 8 && !/step \d+\/\d+ · scale/.test(await statusText()); i++) {
+      await page.keyboard.press("Alt+BracketRight");
+      await page.waitForTimeout(400);
+    }
+    await waitStatus(/step \d+\/\d+ · scale/);
+    await goToLine(lineOf(whatif, "scale = Scale()"));
+    await runCommand("Flowtape: Debug This Firing");
+    await pick("Stop after it", { filter: false });
+    await page.locator(".debug-toolbar").first().waitFor({ timeout: 60000 });
+    const variables = page.locator(".debug-pane .monaco-list-row, .debug-view-content .monaco-list-row", { hasText: /^\s*x\s*[:=]?\s*7\b/ });
+    const deadline = Date.now() + 45000;
+    let seen = [];
+    while (Date.now() < deadline && !(await variables.count())) {
+      seen = (await page.locator(".debug-pane .monaco-list-row").allInnerTexts().catch(() => [])).map((t) => t.replace(/\s+/g, " "));
+      await page.waitForTimeout(500);
+    }
+    log(`  debug rows: ${JSON.stringify(seen.slice(0, 8))}`);
+    await screenshot("debug-breakpoint");
+    check(await variables.count(), "the Variables view should show x = 7 at the breakpoint");
+    await page.keyboard.press("F5");
+    await page.locator(".debug-toolbar").first().waitFor({ state: "hidden", timeout: 60000 });
+    await waitRows((rs) => rs.some((r) => /resumed from .* @ step 1\b/.test(r) || /forked from/.test(r)), "the debug run in the tree", 30000);
+    await screenshot("debug-done");
+  }, { critical: false });
 }
 
 // ---- the test ----------------------------------------------------------------------------------
@@ -493,6 +611,8 @@ async function main() {
     await page.waitForTimeout(1000);
     await screenshot("step-detail");
   }, { critical: false });
+
+  await whatIfStages(dirs);
 }
 
 const watchdog = setTimeout(async () => {
