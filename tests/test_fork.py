@@ -270,3 +270,44 @@ def test_verify_refuses_an_edit_moved_or_in_a_run_that_resumed_nothing(tmp_path)
     with pytest.raises(TraceCorruption) as info:
         verify(fresh, warn=False)
     assert info.value.rule == "edits only in forked runs"
+
+
+def test_a_field_of_an_actor_that_has_not_fired_yet(cli, tmp_path, write_flow):
+    flow = write_flow('''
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class Gen:
+            class Ports:
+                Out = Port[int](direction="out")
+            i: int = 0
+            def action(self):
+                if self.i >= 3:
+                    return None
+                self.i += 1
+                return self.i
+
+        @task
+        class Acc:
+            total: int = 0
+            class Ports:
+                In = Port[int](direction="in")
+                Out = Port[int](direction="out")
+            def action(self, x):
+                self.total += x
+                return self.total
+
+        @workflow
+        def main():
+            gen = Gen()
+            acc = Acc()
+            connect(gen.Out, acc.In)
+            connect(acc.Out, "Out")
+    ''')
+    cli("run", str(flow), "--run-id", "a", "--max-workers", "1")
+    code, out, err = cli("run", str(flow), "--resume-from", "a", "--at-step", "1", "--set", "acc.total=100", "--run-id", "f")
+    assert code == 0, err
+    assert out == "Out: [101, 103, 106]\n"
+    [edit] = _edits(tmp_path, "f")
+    assert edit.get("old", "") == "" and edit["value"] == {"total": 100}  # no state of it on the tape before
+    assert cli("verify", "f")[0] == 0

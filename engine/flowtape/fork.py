@@ -171,9 +171,9 @@ class _Fork:
     def field(self, what: str, f: _Field, value: Any) -> None:
         actor, spec = f.actor, f.actor.spec
         assert spec is not None
-        before = self.snap.states.get(actor.path)
-        if before is None:  # it has not fired by then: its state is the one it starts with
-            before, _ = recorded_state(actor)
+        recorded = self.snap.states.get(actor.path)
+        # (one that has not fired by then has no state on the tape: it starts from its defaults)
+        before = recorded if recorded is not None else recorded_state(actor)[0]
         fields = msgspec.json.decode(bytes(before), type=dict[str, Raw]) if before else {}
         if f.name not in fields and f.name not in spec.state_defaults:
             known = sorted(set(fields) | set(spec.state_defaults))
@@ -183,7 +183,7 @@ class _Fork:
         _, enc = _encoded(what, value, _field_type(actor, f.name), f"field {f.name} of {spec.name}")
         state = msgspec.json.encode({**fields, f.name: Raw(enc)})
         self.add(Edited(step=self.plan.at_step, what=what, actor=actor.path, field=f.name,
-                        old=edits.digest_of(fields[f.name]) if f.name in fields else "", new=edits.digest_of(enc),
+                        old=edits.field_digest(recorded, f.name), new=edits.digest_of(enc),
                         value=Raw(state)))
 
     def answer(self, what: str, a: _Answer, value: Any) -> None:
