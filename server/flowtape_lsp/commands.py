@@ -137,7 +137,7 @@ def actor_on_line(server: FlowtapeServer, run_id: str, header: Header, uri: str 
     it (as hovers find it): inside a loop's body or a nested workflow too, and one whose first
     firing failed."""
     if uri is None or line is None:
-        raise P.invalid("name the actor: `actor`, or `uri` and `line` (0-based) of the line that creates it")
+        raise P.invalid("name the actor to rerun (or debug): `actor`, or `uri` and `line` (0-based) of the line that creates it")
     path = uri_to_path(uri)
     if path is None:
         raise P.invalid(f"uri {uri!r} names no file (a file: uri is expected)")

@@ -408,7 +408,8 @@ async function whatIfStages(dirs) {
     check(await variables.count(), "the Variables view should show x = 7 at the breakpoint");
     await page.keyboard.press("F5");
     await page.locator(".debug-toolbar").first().waitFor({ state: "hidden", timeout: 60000 });
-    await waitRows((rs) => rs.some((r) => /resumed from .* @ step 1\b/.test(r) || /forked from/.test(r)), "the debug run in the tree", 30000);
+    await page.locator('.part.activitybar .action-item a[aria-label^="Flowtape"], .part.activitybar .action-item[aria-label^="Flowtape"]').first().click();
+    await waitRows((rs) => rs.filter((r) => /forked from .* @ step 1 \(1 edit\)/.test(r)).length >= 2 && !rs.some((r) => /running/.test(r)), "the debug run (the fork forked again) in the tree, ended", 30000);
     await screenshot("debug-done");
   }, { critical: false });
 }
