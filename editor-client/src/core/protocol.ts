@@ -70,6 +70,7 @@ export interface RunFinishedParams {
   status: "succeeded" | "failed" | "stopped";
   outputs: unknown;
   error?: string | null;
+  errorDetail?: { message: string; actor?: string | null; fireCount?: number | null; uri?: string | null; line?: number | null } | null;
   replayStopped?: Divergence[] | null;
 }
 

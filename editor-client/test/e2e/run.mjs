@@ -13,6 +13,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { graphStages } from "./graph.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLIENT = resolve(HERE, "../..");
@@ -493,6 +494,8 @@ async function main() {
     await page.waitForTimeout(1000);
     await screenshot("step-detail");
   }, { critical: false });
+
+  await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
 }
 
 const watchdog = setTimeout(async () => {

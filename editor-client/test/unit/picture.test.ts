@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import ELK from "elkjs/lib/elk.bundled.js";
+import type { ElkNode } from "elkjs/lib/elk-api";
 import {
   byLane, elkInput, latestFiringStep, pictureState, timelineBars, visibleBars,
   type ElkNodeIn, type RunMarks,
@@ -78,8 +79,8 @@ test("each edge sits in the lowest group that holds both its ends", () => {
 test("ELK lays the input out: every node placed, members inside their group", async () => {
   const elk = new ELK();
   for (const graph of [IF_ELSE, NESTED]) {
-    const laid = await elk.layout(elkInput(graph) as never);
-    const check = (node: typeof laid, w: number, h: number): void => {
+    const laid = await elk.layout(elkInput(graph) as ElkNode);
+    const check = (node: ElkNode, w: number, h: number): void => {
       for (const c of node.children ?? []) {
         assert.ok(c.x !== undefined && c.y !== undefined, `${c.id} placed`);
         assert.ok((c.x ?? 0) >= 0 && (c.y ?? 0) >= 0 && (c.x ?? 0) + (c.width ?? 0) <= w + 0.5 && (c.y ?? 0) + (c.height ?? 0) <= h + 0.5,
@@ -94,7 +95,7 @@ test("ELK lays the input out: every node placed, members inside their group", as
 test("a 200-actor flow lays out", async () => {
   const actors = Array.from({ length: 200 }, (_, i) => ({ path: `t${i}`, kind: "task", cls: "Task", file: "/f.py", line: i + 1 }));
   const edges = actors.slice(1).map((a, i) => ({ queue: i, id: `t${i % 40}.Out->${a.path}.In`, src: `t${i % 40}`, srcPort: "Out", dst: a.path, dstPort: "In" }));
-  const laid = await new ELK().layout(elkInput({ workflow: "big", flowFile: "/f.py", actors, edges }) as never);
+  const laid = await new ELK().layout(elkInput({ workflow: "big", flowFile: "/f.py", actors, edges }) as ElkNode);
   assert.equal(laid.children?.length, 200);
   assert.ok(laid.children?.every((c) => c.x !== undefined));
 });
