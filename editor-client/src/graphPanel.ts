@@ -25,6 +25,7 @@ export class GraphPanel implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
   private graph: FlowGraph | undefined;
   private files: Record<string, string> = {};
+  private title = "";
   private shown: { runId?: string; uri?: string } = {};
   private ready = false;
   private asked = 0;
@@ -93,9 +94,9 @@ export class GraphPanel implements vscode.Disposable {
       if (asked !== this.asked) return;
       this.graph = result.graph;
       this.files = result.files;
-      const title = target.runId ? `${result.graph.workflow} · run ${target.runId}` : `${result.graph.workflow} · not run yet`;
+      this.title = target.runId ? `${result.graph.workflow} · run ${target.runId}` : `${result.graph.workflow} · not run yet`;
       if (this.panel) this.panel.title = `Flowtape Graph: ${result.graph.workflow}`;
-      this.post({ type: "graph", graph: result.graph, title });
+      this.post({ type: "graph", graph: result.graph, title: this.title });
       this.scheduleState(0);
       this.scheduleSteps(0);
     } catch (e) {
@@ -158,7 +159,7 @@ export class GraphPanel implements vscode.Disposable {
       case "ready":
         this.ready = true;
         if (this.graph) {
-          this.post({ type: "graph", graph: this.graph, title: this.graph.workflow });
+          this.post({ type: "graph", graph: this.graph, title: this.title });
           this.scheduleState(0);
           this.scheduleSteps(0);
         } else if (this.shown.runId || this.shown.uri) await this.load(this.shown);
@@ -272,13 +273,17 @@ function page(webview: vscode.Webview, script: vscode.Uri): string {
 }
 
 const STYLE = `
-body { padding: 0; margin: 0; color: var(--vscode-foreground); font: 12px var(--vscode-font-family); overflow: hidden; }
-#bar { display: flex; gap: 8px; align-items: center; padding: 4px 8px; border-bottom: 1px solid var(--vscode-panel-border); }
+[hidden] { display: none !important; }
+body { padding: 0; margin: 0; color: var(--vscode-foreground); font: 12px var(--vscode-font-family); overflow: hidden;
+  display: flex; flex-direction: column; height: 100vh; }
+#bar { flex: none; display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 4px 8px; border-bottom: 1px solid var(--vscode-panel-border); }
 #bar button { background: var(--vscode-button-secondaryBackground); color: var(--vscode-button-secondaryForeground); border: 0; padding: 2px 8px; cursor: pointer; }
 #bar button.on { background: var(--vscode-button-background); color: var(--vscode-button-foreground); }
 #title { font-weight: bold; } #where { opacity: .8; } .spacer { flex: 1; }
 #banner { padding: 6px 10px; background: var(--vscode-inputValidation-errorBackground); border-bottom: 1px solid var(--vscode-inputValidation-errorBorder); }
-#graph, #timeline { position: absolute; top: 31px; left: 0; right: 0; bottom: 0; }
+#banner { flex: none; }
+#graph, #timeline { position: relative; flex: 1; min-height: 0; }
+#timeline { overflow: auto; }
 #svg { width: 100%; height: 100%; cursor: grab; }
 #empty { position: absolute; top: 40%; width: 100%; text-align: center; opacity: .7; }
 #legend { position: absolute; bottom: 6px; left: 8px; display: flex; gap: 10px; opacity: .85; }

@@ -369,6 +369,7 @@ function formatMs(ms: number): string {
 // ---- tabs, buttons, messages ------------------------------------------------------------------------
 
 function showTab(name: string): void {
+  $<HTMLDivElement>("#side").hidden = true;
   $<HTMLDivElement>("#graph").hidden = name !== "graph";
   $<HTMLDivElement>("#timeline").hidden = name !== "timeline";
   for (const b of document.querySelectorAll<HTMLButtonElement>("[data-tab]")) b.classList.toggle("on", b.dataset.tab === name);

@@ -72,7 +72,7 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     await screenshot("graph-step-1");
     await focusEditor();
     await page.keyboard.press("Alt+End");
-    const m = await waitStatus(/step (\d+)\/\1/);
+    const m = await waitStatus(/step (\d+)\/\1\b/);
     const last = await at(Number(m[1]));
     log(`  step ${m[1]}: active ${JSON.stringify(last.got.active)}, sizes ${JSON.stringify(last.got.sizes)}`);
     check(JSON.stringify(one.got) !== JSON.stringify(last.got), "the picture changed between the two steps");
@@ -104,7 +104,7 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     log(`  timeline: ${bars} bars, ${await frame.locator("#tinfo").innerText()}`);
     check(bars > 0 && cursor === 1, `bars ${bars}, cursor ${cursor}`);
     await screenshot("graph-timeline");
-    await frame.locator("#tsvg rect.bar").first().click();
+    await frame.locator("#tsvg rect.bar").last().dispatchEvent("click");
     await waitStatus(/step \d+\/\d+/, 10000);
     await frame.locator('button[data-tab="graph"]').click();
   }, { critical: false });

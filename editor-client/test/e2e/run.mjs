@@ -488,7 +488,7 @@ async function main() {
   await stage("Show Step Details opens the detail panel", async () => {
     await focusEditor();
     await page.keyboard.press("Alt+End");
-    await waitStatus(/step (\d+)\/\1/);
+    await waitStatus(/step (\d+)\/\1\b/);
     await runCommand("Flowtape: Show Step Details");
     await page.locator(".editor-group-container .tab", { hasText: /Step \d+/ }).first().waitFor({ timeout: 15000 });
     await page.waitForTimeout(1000);
