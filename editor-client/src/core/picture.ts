@@ -100,24 +100,21 @@ export function elkInput(graph: FlowGraph): ElkNodeIn {
         groupOf(a.owner, a.branch));
     }
   }
-  for (const port of graph.inputs ?? []) add({ id: inputId(port), width: PORT, height: PORT, labels: [{ text: port }] }, "root");
-  for (const port of graph.outputs ?? []) add({ id: outputId(port), width: PORT, height: PORT, labels: [{ text: port }] }, "root");
+  const port = (id: string, label: string, group: string): string => {
+    if (!nodes.has(id)) add({ id, width: PORT, height: PORT, labels: [{ text: label }] }, group);
+    return id;
+  };
+  for (const p of graph.inputs ?? []) port(inputId(p), p, "root");
+  for (const p of graph.outputs ?? []) port(outputId(p), p, "root");
+  /** One end of an edge: an actor, the workflow's port, or a composite's port inside it. */
+  const end = (path: string, name: string, inner: boolean | undefined, outer: (p: string) => string, within: (a: string, p: string) => string): string => {
+    if (!path) return port(outer(name), name, "root");
+    if (inner) return port(within(path, name), name, actorId(path));
+    return nodes.has(actorId(path)) ? actorId(path) : port(actorId(path), name, "root"); // (a loose end: no such actor)
+  };
   const ends = (e: GraphEdge): [string, string] => {
-    let src: string;
-    if (!e.src) src = inputId(e.srcPort);
-    else if (e.srcInner) {
-      src = innerIn(e.src, e.srcPort);
-      if (!nodes.has(src)) add({ id: src, width: PORT, height: PORT, labels: [{ text: e.srcPort }] }, actorId(e.src));
-    } else src = actorId(e.src);
-    let dst: string;
-    if (!e.dst) dst = outputId(e.dstPort);
-    else if (e.dstInner) {
-      dst = innerOut(e.dst, e.dstPort);
-      if (!nodes.has(dst)) add({ id: dst, width: PORT, height: PORT, labels: [{ text: e.dstPort }] }, actorId(e.dst));
-    } else dst = actorId(e.dst);
-    for (const [id, port] of [[src, e.srcPort], [dst, e.dstPort]]) {
-      if (!nodes.has(id)) add({ id, width: PORT, height: PORT, labels: [{ text: port }] }, "root"); // (a loose end: no such actor)
-    }
+    const src = end(e.src, e.srcPort, e.srcInner, inputId, innerIn);
+    const dst = end(e.dst, e.dstPort, e.dstInner, outputId, innerOut);
     return [src, dst];
   };
   const chain = (id: string): string[] => {
