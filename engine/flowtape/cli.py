@@ -412,7 +412,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     runs = _runs_dir(args)
     try:
-        diff = diff_runs(resolve_run(args.run_a, runs), resolve_run(args.run_b, runs), args.actor)
+        with _checking() as progress:  # (a long tape takes seconds to check)
+            diff = diff_runs(resolve_run(args.run_a, runs), resolve_run(args.run_b, runs), args.actor, progress)
     except ValueError as exc:  # an --actor neither run has
         raise UsageError(str(exc)) from None
     if args.json:

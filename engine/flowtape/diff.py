@@ -5,7 +5,7 @@ values on both sides. `flowtape diff` prints it; the golden check reports throug
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import msgspec
@@ -176,9 +176,9 @@ def compare(
     )
 
 
-def diff_runs(run_a: Path, run_b: Path, actor: str | None = None) -> RunDiff:
-    """Verify both runs' tapes, then compare them."""
-    tapes = load(run_a), load(run_b)
+def diff_runs(run_a: Path, run_b: Path, actor: str | None = None, progress: Callable[[int, int], None] | None = None) -> RunDiff:
+    """Verify both runs' tapes (`progress` follows each check, as verify's), then compare them."""
+    tapes = load(run_a, progress), load(run_b, progress)
     if actor is not None and not any(actor == info.path for t in tapes for info in t.header.actors):
         known = sorted({info.path for t in tapes for info in t.header.actors})
         raise ValueError(f"no actor {actor!r} in either run (their actors: {', '.join(known)})")

@@ -30,7 +30,6 @@ from .state import recorded_state
 from .tape import Edited, Firing, Step, Tape, read_tape
 from .values import NotEncodable, encode, preview
 
-ANSWER = "answer"  # `AGENT.answer` (or `AGENT.answer.PORT`): the agent's next answer after the step
 _TOKEN = re.compile(r"(?P<queue>.+)\[(?P<index>-?\d+)\]")
 
 
@@ -95,7 +94,7 @@ def _target(what: str, net: Network) -> _Token | _Field | _Answer:
         if queue.consumer is None:
             raise _refuse(what, f"{queue.id} is an output of the run: nothing takes from it, so nothing would see the edit")
         return _Token(queue, int(token["index"]))
-    path, dot, rest = what.rpartition(".") if what.count(".") == 1 else what.partition(".")
+    path, dot, rest = what.rpartition(".")  # (an actor's path has no dot: `outer/inner/leaf`)
     if not dot:
         raise _refuse(what, "name a token (QUEUE[i]), a field (ACTOR.field) or an agent's answer (AGENT.answer)")
     if ".answer." in what or what.endswith(".answer"):  # AGENT.answer[.PORT]
