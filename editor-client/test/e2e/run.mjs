@@ -340,9 +340,19 @@ async function goToLine(line) {
   await page.keyboard.press("Enter");
 }
 
+/** The Flowtape view in the sidebar (a click on its activity-bar item when another view, or none, shows). */
+async function showFlowtapeView() {
+  const shown = await sidebar().locator(".composite.title, .title-label", { hasText: /flowtape/i }).first().isVisible().catch(() => false);
+  if (shown) return;
+  await page.locator('.part.activitybar .action-item a[aria-label^="Flowtape"], .part.activitybar .action-item[aria-label^="Flowtape"]').first().click();
+  await sidebar().locator(".composite.title, .title-label", { hasText: /flowtape/i }).first().waitFor({ timeout: 10000 });
+}
+
 async function whatIfStages(dirs) {
   const whatif = join(dirs.ws, "whatif.py");
   await stage("what-if: run whatif.py", async () => {
+    await runCommand("View: Close All Editors"); // (one editor, whatif.py's: the keys below go to it)
+    await showFlowtapeView();
     await openFile("whatif.py", "class Scale");
     await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().waitFor({ timeout: 60000 });
     await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().click();
@@ -380,6 +390,7 @@ async function whatIfStages(dirs) {
   }, { critical: false });
 
   await stage("what-if: Debug This Firing stops at a breakpoint with the recorded input", async () => {
+    await runCommand("View: Close All Editors"); // the diff editor would take the keys below
     await openFile("whatif.py", "class Scale");
     await goToLine(lineOf(whatif, "# BREAK"));
     await page.keyboard.press("F9");
@@ -409,7 +420,7 @@ async function whatIfStages(dirs) {
     check(await variables.count(), "the Variables view should show x = 7 at the breakpoint");
     await page.keyboard.press("F5");
     await page.locator(".debug-toolbar").first().waitFor({ state: "hidden", timeout: 60000 });
-    await page.locator('.part.activitybar .action-item a[aria-label^="Flowtape"], .part.activitybar .action-item[aria-label^="Flowtape"]').first().click();
+    await showFlowtapeView();
     await waitRows((rs) => rs.filter((r) => /forked from .* @ step 1 \(1 edit\)/.test(r)).length >= 2 && !rs.some((r) => /running/.test(r)), "the debug run (the fork forked again) in the tree, ended", 30000);
     await screenshot("debug-done");
   }, { critical: false });
@@ -619,8 +630,8 @@ async function main() {
     await screenshot("step-detail");
   }, { critical: false });
 
-  await whatIfStages(dirs);
   await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
+  await whatIfStages(dirs);
 }
 
 const watchdog = setTimeout(async () => {
