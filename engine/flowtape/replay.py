@@ -29,6 +29,7 @@ from .tape import (
     Step,
     StepFiller,
     chain_seed,
+    decode_line,
     decode_record,
     gc_paused,
     read_tape,
@@ -287,20 +288,20 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     while rebuild.step < at_step:
         cut = data.index(b"\n", offset)
         raw = data[offset:cut]
-        record = decode_record(raw)
-        filler.see(record)
-        if isinstance(record, Checkpoint | Diverged | End | Header):
-            return None
-        rebuild.apply(Line(number, raw, record))
-        if isinstance(record, Step):
-            tops.add((record.actor, record.fireCount))
-        elif isinstance(record, Firing):
-            if record.notReplayable:
+        for record in decode_line(raw):
+            filler.see(record)
+            if isinstance(record, Checkpoint | Diverged | End | Header):
                 return None
-            region.append(record)
-            if kinds.get(record.actor) == "loop":
-                item = f"{record.actor}.item->"
-                loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+            rebuild.apply(Line(number, raw, record))
+            if isinstance(record, Step):
+                tops.add((record.actor, record.fireCount))
+            elif isinstance(record, Firing):
+                if record.notReplayable:
+                    return None
+                region.append(record)
+                if kinds.get(record.actor) == "loop":
+                    item = f"{record.actor}.item->"
+                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
         offset, number = cut + 1, number + 1
     if any(loop_mid.values()) or data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
         return None
@@ -346,7 +347,8 @@ def _verified_plan(
             record = line.record
             if isinstance(record, Step | Checkpoint):
                 if clean and snapshot is None:
-                    prefix.append(line.raw)
+                    if line.raw:  # (a simple firing's step: its line went in with its firing)
+                        prefix.append(line.raw)
                     if isinstance(record, Step) and record.step == at_step and not any(loop_mid.values()):
                         joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
                         block = (joined, 0, len(joined)) if joined is not None else None

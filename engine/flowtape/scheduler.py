@@ -32,7 +32,7 @@ from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, pla
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site
 from .state import recorded_state
-from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step
+from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
 from .tools import ToolStopped
 from .values import NotEncodable, digest, encode
 from .writer import TapeWriter
@@ -445,7 +445,23 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        record = self._firing_record(actor, fire_count, takes, produced, ctx, replayed, digests)
+        consumed = digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
+        encoded = [(q.index, [e for _, e in items]) for q, items in produced]
+        record: Firing | SimpleFiring
+        if ctx is None:  # a top-level firing: it and its step go on one line
+            self.last_taken = takes
+            queues = self.net.queues
+            sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
+            step, round_, at, dur = self._count_step(actor, start)
+            record = SimpleFiring(
+                replayed=replayed, step=step, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+                produced=encoded, sizes=sizes, round=round_, at=at, dur=dur,
+            )
+        else:
+            record = Firing(
+                replayed=replayed, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+                produced=encoded, within=(ctx.actor.path, ctx.fire_count),
+            )
         if not_replayable:
             record.notReplayable = not_replayable
             self.can_checkpoint = False
@@ -457,16 +473,11 @@ class Engine:
             record.chat = chat
             self.chats_since.setdefault(actor.path, []).append(chat)
         if ctx is None:
-            self.last_taken = takes
-            touched = {q for q, _ in takes}
-            for q, _ in produced:
-                touched.add(q)
-            step = self._step(actor, fire_count, replayed, touched, start)
             checkpoint = self._checkpoint() if self.steps >= self._checkpoint_due else None
             if checkpoint is None:
-                self.tape.write(record, step)
+                self.tape.write(record)
             else:
-                self.tape.write(record, step, checkpoint)
+                self.tape.write(record, checkpoint)
         else:
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
@@ -501,8 +512,16 @@ class Engine:
             replayed=replayed,
         )
 
-    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float, simple: bool = True) -> Step:
-        """A step record; a simple step leaves out the actor, fire count and seq of the firing just before it."""
+    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float) -> Step:
+        """A composite's step record: it follows the firings it ran, so it names its own."""
+        step, round_, at, dur = self._count_step(actor, start)
+        return Step(
+            step=step, replayed=replayed, queues=sorted([(q.index, len(q.items)) for q in touched]), round=round_,
+            at=at, dur=dur, actor=actor.path, fireCount=fire_count, journalSeq=self.seq,
+        )
+
+    def _count_step(self, actor: Actor, start: float) -> tuple[int, int, int, int]:
+        """Count a step: its number, its round, when it began and its duration (microseconds)."""
         self.steps += 1
         self.last_round = max(actor.turn - 1, 0) if actor.pool is self.top else 0  # the round it was chosen in
         if self.last_round:
@@ -511,19 +530,7 @@ class Engine:
         if self.on_step is not None:
             self.on_step(self.steps, self.firings, actor.path)
         self.last_step_seq = self.seq
-        step = Step(
-            step=self.steps,
-            replayed=replayed,
-            queues=sorted([(q.index, len(q.items)) for q in touched]),
-            round=self.last_round,
-            at=int((start - self.t0) * 1e6),
-            dur=int((now - start) * 1e6),
-        )
-        if not simple:
-            step.actor = actor.path
-            step.fireCount = fire_count
-            step.journalSeq = self.seq
-        return step
+        return self.steps, self.last_round, int((start - self.t0) * 1e6), int((now - start) * 1e6)
 
     def _checkpoint(self) -> Checkpoint | None:
         """The run as it stands after this step, when one is due and the tape can support it: no
