@@ -34,7 +34,7 @@ from .sites import Site, traceback_site
 from .state import recorded_state
 from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
 from .tools import ToolStopped
-from .values import NotEncodable, digest, encode
+from .values import NotEncodable, digest, digest_one, encode
 from .writer import TapeWriter
 
 _NONE_ENC = Raw(encode(None))
@@ -392,6 +392,14 @@ class Engine:
         return produced
 
     def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
+        if len(outputs) == 1:  # the usual firing: one value on a port wired to one queue
+            port, value = outputs[0]
+            queues = actor.outputs.get(port)
+            if queues is not None and len(queues) == 1 and type(value) in IMMUTABLE:
+                try:
+                    return [(queues[0], [(value, Raw(encode(value)))])], None
+                except NotEncodable:
+                    pass  # (a string with a lone surrogate, say: said below)
         produced: dict[int, tuple[Queue, list[Item]]] = {}
         problem: str | None = None
         for port, value in outputs:
@@ -445,17 +453,39 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        consumed = digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
-        encoded = [(q.index, [e for _, e in items]) for q, items in produced]
+        # (Written out for the usual firing, one token in and one out: this runs for every firing,
+        # and each comprehension or call saved is a measurable part of what the tape costs.)
+        if digests is not None:
+            consumed = digests
+        elif len(takes) == 1 and len(takes[0][1]) == 1:
+            q, items = takes[0]
+            consumed = [(q.index, 1, digest_one(items[0][1]))]
+        else:
+            consumed = [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
+        if len(produced) == 1 and len(produced[0][1]) == 1:
+            encoded = [(produced[0][0].index, [produced[0][1][0][1]])]
+        else:
+            encoded = [(q.index, [e for _, e in items]) for q, items in produced]
         record: Firing | SimpleFiring
         if ctx is None:  # a top-level firing: it and its step go on one line
             self.last_taken = takes
-            queues = self.net.queues
-            sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
-            step, round_, at, dur = self._count_step(actor, start)
+            if len(takes) == 1 and len(produced) == 1 and takes[0][0] is not produced[0][0]:
+                first, second = takes[0][0], produced[0][0]
+                sizes = [len(first.items), len(second.items)] if first.index < second.index else [len(second.items), len(first.items)]
+            else:
+                queues = self.net.queues
+                sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
+            self.steps += 1  # (the step counted as _count_step counts a composite's)
+            round_ = self.last_round = max(actor.turn - 1, 0) if pool is self.top else 0
+            if round_:
+                self.rounds[actor.path] = round_
+            now = time.perf_counter()
+            if self.on_step is not None:
+                self.on_step(self.steps, self.firings, actor.path)
+            self.last_step_seq = self.seq
             record = SimpleFiring(
-                replayed=replayed, step=step, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
-                produced=encoded, sizes=sizes, round=round_, at=at, dur=dur,
+                replayed=replayed, step=self.steps, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+                produced=encoded, sizes=sizes, round=round_, at=int((start - self.t0) * 1e6), dur=int((now - start) * 1e6),
             )
         else:
             record = Firing(

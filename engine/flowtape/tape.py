@@ -365,6 +365,15 @@ class Chain:
         self._after_header(body)
         return body[:-1] + HASH_KEY + h.encode() + b'"}\n'
 
+    def seal_firing(self, body: bytes, replayed: bool) -> bytes:
+        """`seal_line` for a firing's line (its encoding `body`, marked `replayed` or not)."""
+        pending = self.pending
+        if len(pending) < COVERED_LINES:
+            line = body + b"\n"
+            pending.append(_unmarked(line) if replayed else line)
+            return line
+        return self.seal_line(body)
+
     def seal(self, record: msgspec.Struct) -> bytes:
         return self.seal_line(_encoder.encode(record))
 

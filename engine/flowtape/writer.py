@@ -43,7 +43,7 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            data = b"".join(map(self._seal, records))
+            data = self._seal(records[0]) if len(records) == 1 else b"".join(map(self._seal, records))
             if self._held is not None:
                 self._held.append(data)
                 return
@@ -64,7 +64,7 @@ class TapeWriter:
                 edit = self._edit_of(record.actor, record.state)
                 if edit is not None:
                     record.state, record.stateEdit = NO_STATE, edit
-            return self._chain.seal_line(_encode(record))
+            return self._chain.seal_firing(_encode(record), record.replayed)
         if kind is Step:
             assert isinstance(record, Step)
             self._step = record.step
