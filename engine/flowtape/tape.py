@@ -588,7 +588,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
             filler.see(written)
             lines.append(Line(number, raw, written))
     if torn and lines and isinstance(lines[-1].record, End):  # nothing is written after the end
-        raise TraceCorruption("bytes after the end record", len(lines) + 1, "the end record is last")
+        raise TraceCorruption("bytes after the end record", lines[-1].number + 1, "the end record is last")
     if torn and warn:
         print(f"flowtape: warning: {path}: ignoring a torn last line (the run was cut off mid-write)", file=sys.stderr)
     return Tape(path, lines, torn)
