@@ -442,7 +442,7 @@ def test_a_simple_firing_must_fit_its_format_version_and_its_queues(run):
 TAPES = Path(__file__).parent / "tapes"
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_an_older_version_tape_still_verifies_reads_and_resumes(tmp_path, version):
     """Version 2 hashed every line and wrote every step's journalSeq; version 3 hashed every firing;
     version 4 wrote every changed state whole."""
