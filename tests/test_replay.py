@@ -558,12 +558,12 @@ def test_a_sealed_tape_of_another_version_is_refused_with_the_reason(chain, tmp_
     from flowtape.tape import reseal
 
     lines = path.read_bytes().splitlines()
-    lines[0] = lines[0].replace(b'"version":5,', b'"version":6,', 1)
+    lines[0] = lines[0].replace(b'"version":6,', b'"version":7,', 1)
     path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     summary = read_summary(original.run_dir)
     summary.tape = trust.seal_file(path, path.stat().st_size)  # as if a later Flowtape had written it
     write_summary(original.run_dir, summary)
-    with pytest.raises(ResumeRefused, match="format version 6; this Flowtape reads versions 2, 3, 4 and 5"):
+    with pytest.raises(ResumeRefused, match="format version 7; this Flowtape reads versions 2, 3, 4, 5 and 6"):
         execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)
 
 

@@ -340,9 +340,9 @@ def _verified_plan(
     chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the covered firings
     total = len(tape.lines) - 1
     try:
-        for line in tape.lines[1:]:
-            if progress is not None and not line.number % PROGRESS_EVERY:
-                progress(line.number - 1, total)
+        for done, line in enumerate(tape.lines[1:], start=1):  # (records, not lines: a simple firing's line holds two)
+            if progress is not None and not (done + 1) % PROGRESS_EVERY:
+                progress(done, total)
             rebuild.apply(line)
             record = line.record
             if isinstance(record, Step | Checkpoint):
