@@ -503,9 +503,10 @@ class Engine:
             record.chat = chat
             self.chats_since.setdefault(actor.path, []).append(chat)
         if ctx is None:
+            assert isinstance(record, SimpleFiring)
             checkpoint = self._checkpoint() if self.steps >= self._checkpoint_due else None
             if checkpoint is None:
-                self.tape.write(record)
+                self.tape.fired(record)
             else:
                 self.tape.write(record, checkpoint)
         else:
