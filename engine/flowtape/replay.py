@@ -30,6 +30,7 @@ from .tape import (
     Step,
     StepFiller,
     chain_seed,
+    decode_line,
     decode_record,
     gc_paused,
     read_tape,
@@ -294,20 +295,20 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     while rebuild.step < at_step:
         cut = data.index(b"\n", offset)
         raw = data[offset:cut]
-        record = decode_record(raw)
-        filler.see(record)
-        if isinstance(record, Checkpoint | Diverged | End | Header):
-            return None
-        rebuild.apply(Line(number, raw, record))
-        if isinstance(record, Step):
-            tops.add((record.actor, record.fireCount))
-        elif isinstance(record, Firing):
-            if record.notReplayable:
+        for record in decode_line(raw):
+            filler.see(record)
+            if isinstance(record, Checkpoint | Diverged | End | Header):
                 return None
-            region.append(record)
-            if kinds.get(record.actor) == "loop":
-                item = f"{record.actor}.item->"
-                loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+            rebuild.apply(Line(number, raw, record))
+            if isinstance(record, Step):
+                tops.add((record.actor, record.fireCount))
+            elif isinstance(record, Firing):
+                if record.notReplayable:
+                    return None
+                region.append(record)
+                if kinds.get(record.actor) == "loop":
+                    item = f"{record.actor}.item->"
+                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
         offset, number = cut + 1, number + 1
     if any(loop_mid.values()) or data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
         return None
@@ -348,14 +349,15 @@ def _verified_plan(
     edited_at: int | None = None  # a fork's edits among the records the step covers: at that step
     total = len(tape.lines) - 1
     try:
-        for line in tape.lines[1:]:
-            if progress is not None and not line.number % PROGRESS_EVERY:
-                progress(line.number - 1, total)
+        for done, line in enumerate(tape.lines[1:], start=1):  # (records, not lines: a simple firing's line holds two)
+            if progress is not None and not (done + 1) % PROGRESS_EVERY:
+                progress(done, total)
             rebuild.apply(line)
             record = line.record
             if isinstance(record, Step | Checkpoint):
                 if clean and snapshot is None:
-                    prefix.append(line.raw)
+                    if line.raw:  # (a simple firing's step: its line went in with its firing)
+                        prefix.append(line.raw)
                     mid = [name for name, between in loop_mid.items() if between]
                     if isinstance(record, Step) and record.step == at_step and mid:
                         why = f"loop {mid[0]} is between two items at step {at_step}"

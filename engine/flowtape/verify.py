@@ -18,6 +18,8 @@ from .tape import (
     END_STATUSES,
     MAX_WORKERS,
     READABLE_VERSIONS,
+    SIMPLE_FROM,
+    SIMPLE_TAGS,
     Chain,
     Checkpoint,
     Diverged,
@@ -448,7 +450,15 @@ def check_header(header: Header) -> None:
 def check_chain(tape: Tape) -> None:
     chain = Chain()
     since = 1  # the first line the next hash covers
+    simple_too = tape.header.version >= SIMPLE_FROM if tape.lines and isinstance(tape.lines[0].record, Header) else True
     for line in tape.lines:
+        if not line.raw:
+            continue  # a simple firing's step: its line is its firing's
+        if not simple_too and line.raw.startswith(SIMPLE_TAGS):
+            raise TraceCorruption(
+                f"a firing and its step on one line, in a version {tape.header.version} tape",
+                line.number, "records of the tape's format version",
+            )
         parts = split_hash(line.raw)
         if parts is None:
             if not isinstance(line.record, (Step, Firing)):
@@ -478,8 +488,9 @@ def unvouched(tape: Tape) -> tuple[int, int] | None:
     if tape.end is not None:
         return None
     lines = tape.lines
-    last = next((i for i in range(len(lines) - 1, -1, -1) if split_hash(lines[i].raw) is not None), -1)
-    return (lines[last + 1].number, lines[-1].number) if last + 1 < len(lines) else None
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].raw and split_hash(lines[i].raw) is not None), -1)
+    after = [line for line in lines[last + 1 :] if line.raw]  # (a simple firing's step is on its firing's line)
+    return (after[0].number, after[-1].number) if after else None
 
 
 PROGRESS_EVERY = 1 << 14  # records checked between two calls of verify's `progress`
