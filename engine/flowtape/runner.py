@@ -293,7 +293,7 @@ def execute(
         on_step = _step_limit(max_steps, on_step, lambda: engine)
     engine = Engine(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
-        covered=plan.covered if plan else None, on_step=on_step, step_limit=max_steps,
+        covered=plan.covered if plan else None, unfinished=plan.unfinished if plan else None, on_step=on_step, step_limit=max_steps,
     )
     engine.check_actions = plan is not None  # a resume: its replays check their action (replayer.py)
     with _Signals(engine) as signals:
@@ -308,9 +308,9 @@ def execute(
                     writer.follow(plan.snapshot.steps, plan.snapshot.round, plan.snapshot.states)
                 restore(engine, plan.snapshot)
             else:
-                if plan is not None:
-                    plan.install(net)
                 engine.seed({port: [item] for port, item in seeded.items()})
+            if plan is not None:  # (after a snapshot: what an unfinished composite recorded past it)
+                plan.install(net)
         except TraceCorruption as exc:  # the recorded state holds a value that cannot be rebuilt
             message = f"cannot resume from {plan.source if plan is not None else 'its tape'}: {exc}"
             _abandon(engine, writer, run_dir, summary, message)

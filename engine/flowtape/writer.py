@@ -29,7 +29,6 @@ class TapeWriter:
         self._round = 0  # and its round: a step of the same round leaves it out
         self._states: dict[str, Raw] = {}  # each actor's last state written: the next may be an edit of it
         self._lock = threading.Lock()
-        self._held: list[bytes] | None = None
         self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
         self.closed = False
 
@@ -43,11 +42,7 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            data = b"".join(map(self._seal, records))
-            if self._held is not None:
-                self._held.append(data)
-                return
-            self._out(data)
+            self._out(b"".join(map(self._seal, records)))
 
     def _seal(self, record: msgspec.Struct) -> bytes:
         if type(record) is Step:
@@ -81,19 +76,6 @@ class TapeWriter:
                 finally:
                     record.seq = seq
         return self._chain.seal_line(_encode(record))
-
-    def hold(self) -> None:
-        """Keep records until `release`: a loop item's or an if's firings are written in one go
-        with the step that completes them. Nothing else is written meanwhile (a loop or an if
-        runs alone), and a crash loses only firings that no step covers, which a resume re-runs."""
-        with self._lock:
-            self._held = []
-
-    def release(self) -> None:
-        with self._lock:
-            held, self._held = self._held, None
-            if held and not self.closed:
-                self._out(b"".join(held))
 
     def copy_prefix(self, data: bytes, start: int, end: int) -> None:
         """Append another tape's records `data[start:end]` (whole lines) verbatim, marked
