@@ -61,7 +61,7 @@ def same_outputs(got: dict, clean: dict, workers: int) -> bool:
 
 @pytest.mark.parametrize("workers", [1, 4])
 @pytest.mark.parametrize("name", list(CASES))
-def test_a_failure_inside_a_scope_resumes_inside_it(scopes, tmp_path, monkeypatch, name, workers):
+def test_a_failure_inside_a_scope_resumes_inside_it(scopes, tmp_path, monkeypatch, name, workers, resume_path):
     module, log = scopes
     flow = getattr(module, name)
     bad, recorded = CASES[name]
@@ -85,18 +85,21 @@ def test_a_failure_inside_a_scope_resumes_inside_it(scopes, tmp_path, monkeypatc
     check_replayed_in_place(read_tape(failed.run_dir / "tape.jsonl"), read_tape(resumed.run_dir / "tape.jsonl"))
 
 
-def test_a_resumed_run_that_failed_inside_a_scope_resumes_inside_it_again(scopes, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("name", "bad", "worse"), [("deep", "12", "22"), ("nested", "2", "3"), ("if_branch", "2", "4")])
+def test_a_resumed_run_that_failed_inside_a_scope_resumes_inside_it_again(scopes, tmp_path, monkeypatch, name, bad, worse):
     module, log = scopes
-    clean = execute(module.deep, max_workers=1, runs_dir=tmp_path / "clean")
+    flow = getattr(module, name)
+    clean = execute(flow, max_workers=1, runs_dir=tmp_path / "clean")
     every = Counter(effects(log))
-    monkeypatch.setenv("FT_FAIL", "12")
-    first = execute(module.deep, max_workers=1, runs_dir=tmp_path, run_id="first")
-    monkeypatch.setenv("FT_FAIL", "22")
-    second = execute(module.deep, max_workers=1, runs_dir=tmp_path, run_id="second", resume_from="first")
+    monkeypatch.setenv("FT_FAIL", bad)
+    first = execute(flow, max_workers=1, runs_dir=tmp_path, run_id="first")
+    monkeypatch.setenv("FT_FAIL", worse)
+    second = execute(flow, max_workers=1, runs_dir=tmp_path, run_id="second", resume_from="first")
     assert first.status == second.status == "failed"
+    assert f"broke on {worse}" in second.error.message
     monkeypatch.delenv("FT_FAIL")
-    third = execute(module.deep, max_workers=4, runs_dir=tmp_path, run_id="third", resume_from="second")
-    assert third.status == "succeeded" and third.outputs == clean.outputs
+    third = execute(flow, max_workers=4, runs_dir=tmp_path, run_id="third", resume_from="second")
+    assert third.status == "succeeded" and same_outputs(third.outputs, clean.outputs, 4)
     done = effects(log)
     assert Counter(done) == every, "across the three runs every firing ran once"
     check_replayed_in_place(read_tape(second.run_dir / "tape.jsonl"), read_tape(third.run_dir / "tape.jsonl"))

@@ -121,7 +121,7 @@ def loop_body():
 @workflow
 def if_branch():
     """An if per number: the even branch is Pass -> Double, the odd one Odd."""
-    numbers = Numbers(n=3)
+    numbers = Numbers(n=4)
     gate = Gate()
     c = if_()
     with c.then:
