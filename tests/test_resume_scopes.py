@@ -138,23 +138,32 @@ def _run(name: str, runs_dir: Path, *extra: str, env: dict[str, str]) -> subproc
 
 @pytest.mark.parametrize("workers", [1, 4])
 @pytest.mark.parametrize("name", list(CASES))
-def test_a_run_killed_inside_a_scope_resumes_inside_it(scopes, tmp_path, name, workers):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_run_killed_or_stopped_inside_a_scope_resumes_inside_it(scopes, tmp_path, name, workers, sig):
+    """SIGKILL while Double hangs: its firing never happened. SIGTERM while it works: it finishes,
+    is recorded, and nothing more of the composite runs (its step is never written)."""
     module, log = scopes
     bad, recorded = CASES[name]
     clean = execute(getattr(module, name), max_workers=workers, runs_dir=tmp_path / "clean")
     every = Counter(effects(log))
     env = {"FT_LOG": str(log)}
-    proc = _run(name, tmp_path, "--run-id", "killed", "--max-workers", str(workers), env={**env, "FT_HANG": bad})
+    hang_for = "600" if sig == signal.SIGKILL else "1"
+    proc = _run(name, tmp_path, "--run-id", "killed", "--max-workers", str(workers),
+                env={**env, "FT_HANG": bad, "FT_HANG_FOR": hang_for})
     hang = Path(f"{log}.hang")
     deadline = time.monotonic() + 30
     while not hang.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert hang.exists(), proc.communicate()[1].decode()
-    proc.send_signal(signal.SIGKILL)  # in the middle of the composite's step
-    proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    proc.send_signal(sig)  # in the middle of the composite's step
+    _, err = proc.communicate(timeout=30)
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 1 and b"stopped" in err, err.decode()
     first = effects(log)
     assert set(recorded) <= set(first)
+    assert (f"double {bad}" in first) == (sig == signal.SIGTERM)
     resume = _run(name, tmp_path, "--resume-from", "killed", "--run-id", "resumed", "--json", env=env)
     out, err = resume.communicate(timeout=60)
     assert resume.returncode == 0, err.decode()

@@ -2,7 +2,8 @@
 
 Every action appends a line to the file FT_LOG names once it has done its work: the side effect
 a resume must not repeat, counted apart from the tape. `Double` raises on the value FT_FAIL
-names, and on the value FT_HANG names it says so (FT_LOG + ".hang") and waits to be killed."""
+names, and on the value FT_HANG names it says so (FT_LOG + ".hang") and waits to be killed (or
+for FT_HANG_FOR seconds, then goes on)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ class Double:
             raise RuntimeError(f"double broke on {x}")
         if os.environ.get("FT_HANG") == str(x):
             Path(os.environ["FT_LOG"] + ".hang").write_text(str(x), encoding="utf-8")
-            time.sleep(600)
+            time.sleep(float(os.environ.get("FT_HANG_FOR", "600")))
         note(f"double {x}")
         return 2 * x
 
