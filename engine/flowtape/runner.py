@@ -220,6 +220,8 @@ def execute(
 ) -> RunResult:
     """Run `flow` and record it; returns the result whatever the status (failures included).
     With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable).
+    `resume_from` alone resumes where that run stopped, inside the loop item, if branch or nested
+    workflow it stopped in too; with `at_step`, right after that step (replay.py).
     `on_check(records checked, records)` follows the check of a resumed tape that must be verified."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
