@@ -175,3 +175,26 @@ def test_a_run_killed_or_stopped_inside_a_scope_resumes_inside_it(scopes, tmp_pa
     assert Counter(first) + Counter(again) == every
     verify(tmp_path / "resumed" / "tape.jsonl")
     check_replayed_in_place(read_tape(tmp_path / "killed" / "tape.jsonl"), read_tape(tmp_path / "resumed" / "tape.jsonl"))
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_the_steps_before_the_unfinished_composite_come_back_as_a_snapshot(scopes, tmp_path, monkeypatch, trusted):
+    """Only the composite that never completed is replayed firing by firing: the steps before
+    it are restored in one go, as for any resume, whether the tape is trusted or verified."""
+    from flowtape import trust
+    from flowtape.network import build_network
+    from flowtape.replay import plan_resume
+
+    module, _ = scopes
+    monkeypatch.setenv("FT_FAIL", "2")
+    failed = execute(module.nested, max_workers=1, runs_dir=tmp_path, run_id="failed")
+    if not trusted:
+        monkeypatch.setattr(trust, "seals", lambda data, seal: False)
+    net = build_network(module.nested.build())
+    plan = plan_resume(failed.run_dir, None, net, "nested")
+    assert plan.snapshot is not None and plan.snapshot.steps == plan.at_step == failed.steps
+    assert plan.unfinished == {("sub", 2)}
+    assert {path: [e.fire_count for e in entries] for path, entries in plan.entries.items()} == {"sub/p": [2]}
+    assert set(plan.covered) == {("sub", 2)}
+    at_last = plan_resume(failed.run_dir, failed.steps, net, "nested")  # a step named: nothing after it replays
+    assert at_last.entries == {} and at_last.unfinished == set()
