@@ -198,3 +198,24 @@ def test_the_steps_before_the_unfinished_composite_come_back_as_a_snapshot(scope
     assert set(plan.covered) == {("sub", 2)}
     at_last = plan_resume(failed.run_dir, failed.steps, net, "nested")  # a step named: nothing after it replays
     assert at_last.entries == {} and at_last.unfinished == set()
+
+
+@pytest.mark.parametrize(("name", "workers"), [*((n, 1) for n in CASES), ("deep", 4)])
+def test_a_failure_at_any_firing_of_any_scope_resumes_without_running_a_recorded_one(scopes, tmp_path, monkeypatch, name, workers):
+    """The general rule, not the cases above: whichever action call fails (the k-th, for every k),
+    the resume runs each recorded firing zero times and every other one once."""
+    module, log = scopes
+    flow = getattr(module, name)
+    clean = execute(flow, max_workers=workers, runs_dir=tmp_path / "clean")
+    every = Counter(effects(log))
+    for k in range(1, sum(every.values()) + 1):
+        module.CALLED[0] = 0
+        monkeypatch.setenv("FT_FAIL_AT", str(k))
+        failed = execute(flow, max_workers=workers, runs_dir=tmp_path, run_id=f"failed{k}")
+        monkeypatch.delenv("FT_FAIL_AT")
+        assert failed.status == "failed" and f"action call {k} broke" in failed.error.message, k
+        first = effects(log)
+        resumed = execute(flow, max_workers=workers, runs_dir=tmp_path, run_id=f"resumed{k}", resume_from=f"failed{k}")
+        assert resumed.status == "succeeded" and same_outputs(resumed.outputs, clean.outputs, workers), k
+        assert Counter(first) + Counter(effects(log)) == every, k
+        check_replayed_in_place(read_tape(failed.run_dir / "tape.jsonl"), read_tape(resumed.run_dir / "tape.jsonl"))

@@ -3,7 +3,8 @@
 Every action appends a line to the file FT_LOG names once it has done its work: the side effect
 a resume must not repeat, counted apart from the tape. `Double` raises on the value FT_FAIL
 names, and on the value FT_HANG names it says so (FT_LOG + ".hang") and waits to be killed (or
-for FT_HANG_FOR seconds, then goes on)."""
+for FT_HANG_FOR seconds, then goes on). With FT_FAIL_AT=k, the k-th action called in this
+process (CALLED counts them) raises instead, whichever actor it is."""
 
 from __future__ import annotations
 
@@ -17,9 +18,16 @@ from flowtape import Port, action, connect, if_, loop, task, workflow
 _lock = threading.Lock()
 
 
+CALLED = [0]
+
+
 def note(what: str) -> None:
-    with _lock, open(os.environ["FT_LOG"], "a", encoding="utf-8") as fh:
-        fh.write(what + "\n")
+    with _lock:
+        CALLED[0] += 1
+        if os.environ.get("FT_FAIL_AT") == str(CALLED[0]):
+            raise RuntimeError(f"action call {CALLED[0]} broke")
+        with open(os.environ["FT_LOG"], "a", encoding="utf-8") as fh:
+            fh.write(what + "\n")
 
 
 @task
