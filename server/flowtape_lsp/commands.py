@@ -169,6 +169,8 @@ def register(server: FlowtapeServer) -> None:
         end = index.end
         if end is not None and end.error is not None and end.error.actor == actor:
             return await _resume(source, None)  # where it failed: its failed firing has no record
+        if index.firing_after_last_step(actor):  # its last firing is in the composite the run stopped in
+            return await _resume(source, index.steps)  # at the last step: that composite runs again, live
         step = await asyncio.to_thread(last_firing_step, source, actor)
         if step is None:
             raise P.not_found(f"actor {actor!r} never fired in run {source.run_id}")

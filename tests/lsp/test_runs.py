@@ -390,3 +390,18 @@ async def test_rerunning_an_actor_that_failed_in_a_loop_body_replays_what_its_it
     tape = read_tape(Path(again["runDir"]) / "tape.jsonl")
     assert {(f.actor, f.fireCount) for f in tape.firings() if f.replayed} == {("lp", 1), ("p", 1), ("picky", 1), ("p", 2)}
     verify(Path(again["runDir"]) / "tape.jsonl")
+
+
+async def test_rerunning_an_actor_whose_last_firing_is_in_the_item_a_run_failed_in(client: LanguageClient, workspace: Path) -> None:
+    """`p` fired for item 2, whose step the failure left unwritten: rerunning it resumes at the last
+    step, so the item runs again from its start and `p` fires again; item 1 still replays."""
+    flow = write_flow(workspace, "loopfail.py", FLOW_LOOP_FAIL)
+    col = collector(client)
+    first = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    assert (await col.finished(first["runId"]))["status"] == "failed"
+    flow.write_text(FLOW_LOOP_FAIL.replace("if x == 2:", "if x == 99:"))
+    again = await command(client, "flowtape.rerunActor", {"runId": first["runId"], "actor": "p"})
+    assert (await col.finished(again["runId"]))["status"] == "succeeded"
+    assert col.of("flowtape/runStarted", again["runId"])[0]["resumedAtStep"] == 1
+    tape = read_tape(Path(again["runDir"]) / "tape.jsonl")
+    assert {(f.actor, f.fireCount) for f in tape.firings() if f.replayed} == {("lp", 1), ("p", 1), ("picky", 1)}
