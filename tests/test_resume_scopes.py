@@ -129,6 +129,21 @@ def test_at_a_step_the_unfinished_scope_runs_live_as_before(scopes, tmp_path, mo
     assert "pass 2" in first and "pass 2" in effects(log)  # it ran in the failed run, and again after step `at`
 
 
+def settle(tape: Path, quiet: float = 0.3, most: float = 10.0) -> None:
+    """Wait until the tape has not grown for `quiet` seconds: a firing beside the hanging one that
+    ran its action commits in microseconds, and one killed in between was never recorded (it
+    would run again, rightly, but then its side effect would be counted twice)."""
+    deadline = time.monotonic() + most
+    size, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = tape.stat().st_size
+        if now != size:
+            size, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.02)
+
+
 def _run(name: str, runs_dir: Path, *extra: str, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "flowtape", "run", str(FLOW), "--workflow", name, "--runs-dir", str(runs_dir), *extra],
@@ -155,6 +170,7 @@ def test_a_run_killed_or_stopped_inside_a_scope_resumes_inside_it(scopes, tmp_pa
     while not hang.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert hang.exists(), proc.communicate()[1].decode()
+    settle(tmp_path / "killed" / "tape.jsonl")  # what fires beside the composite (4 workers) is on the tape
     proc.send_signal(sig)  # in the middle of the composite's step
     _, err = proc.communicate(timeout=30)
     if sig == signal.SIGKILL:

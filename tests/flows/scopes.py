@@ -76,6 +76,7 @@ class Double:
         Out = Port[int](direction="out")
 
     def action(self, x):
+        time.sleep(0.002)  # never a quick action, so one that hangs lets the firings beside it commit (scheduler.QUICK_ACTION)
         if os.environ.get("FT_FAIL") == str(x):
             raise RuntimeError(f"double broke on {x}")
         if os.environ.get("FT_HANG") == str(x):
