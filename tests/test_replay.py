@@ -75,18 +75,6 @@ COUNTERS = {
 }
 
 
-@pytest.fixture(params=["trusted", "checkpoints", "verified"])
-def resume_path(request, monkeypatch):
-    """How a resume reads the recorded run: as a tape this machine wrote (trust.py), the same with
-    a checkpoint after every other step, or verified in full as a tape from elsewhere."""
-    if request.param == "checkpoints":
-        monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
-        monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
-    if request.param == "verified":
-        monkeypatch.setattr(trust, "seals", lambda data, seal: False)
-    return request.param
-
-
 def check_resume(module, flow, original, at_step: int, workers: int, runs_dir: Path) -> None:
     module.CALLS.clear()
     resumed = execute(flow, max_workers=workers, runs_dir=runs_dir, resume_from=original.run_dir, at_step=at_step)

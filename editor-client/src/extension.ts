@@ -185,7 +185,7 @@ class Flowtape implements vscode.Disposable {
           if (command === ServerCommands.resumeAtStep && isRunOnly(args[0])) {
             const at = await this.askStep(args[0].runId);
             if (at === undefined) return undefined;
-            args = [{ ...args[0], step: at }];
+            if (at !== null) args = [{ ...args[0], step: at }]; // (null: no step, where the run stopped)
           }
           if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
             const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
@@ -751,8 +751,12 @@ class Flowtape implements vscode.Disposable {
   }
 
   /** Ask for the step to resume a run at (the run's last step offered); undefined if cancelled. */
-  private async askStep(runId: string): Promise<number | undefined> {
-    let total = this.store.run(runId)?.steps;
+  /** The step to resume `runId` at; null: where it stopped (no step: after its last, and inside
+   * the loop item, if branch or nested workflow it stopped in), the default for a run that failed
+   * or was stopped. */
+  private async askStep(runId: string): Promise<number | null | undefined> {
+    const known = this.store.run(runId);
+    let total = known?.steps;
     if (total === undefined) {
       try {
         total = (await this.request<GetStepsResult>(Methods.getSteps, { runId, from: 1, limit: 1 }))?.total;
@@ -762,16 +766,21 @@ class Flowtape implements vscode.Disposable {
       }
     }
     const last = total ?? 0;
+    const broken = known?.status === "failed" || known?.status === "stopped";
     const value = await vscode.window.showInputBox({
       title: `Resume run ${shortRunId(runId)} at step`,
-      prompt: `A step from 0 to ${last}: the steps up to it are replayed from the tape, the rest runs live`,
-      value: String(last),
+      prompt:
+        `A step from 0 to ${last}: the steps up to it are replayed from the tape, the rest runs live. ` +
+        `Empty: where the run stopped, inside the loop item, if branch or nested workflow it stopped in too`,
+      placeHolder: `empty: where it stopped (after step ${last})`,
+      value: broken ? "" : String(last),
       validateInput: (text) => {
         const n = Number(text.trim());
-        return /^\d+$/.test(text.trim()) && n <= last ? undefined : `a whole number from 0 to ${last}`;
+        return text.trim() === "" || (/^\d+$/.test(text.trim()) && n <= last) ? undefined : `a whole number from 0 to ${last}, or empty`;
       },
     });
-    return value === undefined ? undefined : Number(value.trim());
+    if (value === undefined) return undefined;
+    return value.trim() === "" ? null : Number(value.trim());
   }
 
   log(line: string): void {

@@ -501,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--durable", action="store_true", help="fsync every tape record")
     p.add_argument("--no-tape", action="store_true", help="do not record the run")
     p.add_argument("--resume-from", metavar="RUN", help="resume a recorded run (an id or a run directory)")
-    p.add_argument("--at-step", type=_count(), metavar="N", help="with --resume-from: the step to resume at (default: its last)")
+    p.add_argument("--at-step", type=_count(), metavar="N", help="with --resume-from: the step to resume at, all after it live (default: where it stopped, also inside the loop item, if branch or nested workflow it stopped in)")
     p.add_argument("--set", action="append", default=[], metavar="WHERE=VALUE",
                    help="with --resume-from: fork, editing a value at the step first: QUEUE[i]=JSON (a waiting token; "
                         "QUEUE is its id or its consumer's port, a.In), ACTOR.field=JSON, AGENT.answer[.PORT]=JSON; repeatable")

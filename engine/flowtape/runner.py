@@ -177,6 +177,8 @@ def execute(
     With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable).
     `edits` (with `resume_from`) forks the run: `{"QUEUE[i]" | "ACTOR.field" | "AGENT.answer": value}`
     are put in place at the step before it goes on (fork.py).
+    `resume_from` alone resumes where that run stopped, inside the loop item, if branch or nested
+    workflow it stopped in too; with `at_step`, right after that step (replay.py).
     `on_check(records checked, records)` follows the check of a resumed tape that must be verified."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
@@ -255,7 +257,7 @@ def execute(
         on_step = _step_limit(max_steps, on_step, lambda: engine)
     engine = Engine(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
-        covered=plan.covered if plan else None, on_step=on_step, step_limit=max_steps,
+        covered=plan.covered if plan else None, unfinished=plan.unfinished if plan else None, on_step=on_step, step_limit=max_steps,
     )
     engine.check_actions = plan is not None  # a resume: its replays check their action (replayer.py)
     with _Signals(engine) as signals:
@@ -270,12 +272,12 @@ def execute(
                     writer.follow(plan.snapshot.steps, plan.snapshot.round, plan.snapshot.states)
                 restore(engine, plan.snapshot)
             else:
-                if plan is not None:
-                    plan.install(net)
                 engine.seed({port: [item] for port, item in seeded.items()})
             if writer is not None and edited:  # a fork: after the copied prefix (or the header), before anything runs
                 writer.write(*edited)
             install_answers(edited, net)
+            if plan is not None:  # (after a snapshot: what an unfinished composite recorded past it)
+                plan.install(net)
         except TraceCorruption as exc:  # the recorded state holds a value that cannot be rebuilt
             message = f"cannot resume from {plan.source if plan is not None else 'its tape'}: {exc}"
             _abandon(engine, writer, run_dir, summary, message)

@@ -102,7 +102,7 @@ class Engine:
         "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions",
         "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
-        "live_queues", "stop_requested", "t0", "tape", "top", "unreplayable", "work_dir",
+        "live_queues", "stop_requested", "t0", "tape", "top", "unfinished", "unreplayable", "work_dir",
     )
 
     def __init__(
@@ -114,6 +114,7 @@ class Engine:
         work_dir: Path,
         base_dir: Path,
         covered: dict[tuple[str, int], list[tuple[int, str]]] | None = None,
+        unfinished: set[tuple[str, int]] | None = None,
         on_step: Callable[[int, int, str], None] | None = None,
         step_limit: int | None = None,
     ) -> None:
@@ -123,6 +124,7 @@ class Engine:
         self.work_dir = work_dir
         self.base_dir = base_dir
         self.covered = covered or {}
+        self.unfinished = unfinished or set()  # top-level composite firings recorded without their step (replay.py)
         self.check_actions = False  # a resume: replays check the recorded action is the one chosen now
         self.live_queues: set[int] = set()  # then: the queues a live firing has put into (replayer.py)
         self.on_step = on_step

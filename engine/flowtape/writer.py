@@ -29,7 +29,6 @@ class TapeWriter:
         self._round = 0  # and its round: a step of the same round leaves it out
         self._states: dict[str, Raw] = {}  # each actor's last state written: the next may be an edit of it
         self._lock = threading.Lock()
-        self._held: list[bytes] | None = None
         self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
         self.closed = False
 
@@ -43,22 +42,14 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            data = self._seal(records[0]) if len(records) == 1 else b"".join(map(self._seal, records))
-            if self._held is not None:
-                self._held.append(data)
-                return
-            self._out(data)
+            self._out(b"".join(map(self._seal, records)))
 
     def fired(self, record: SimpleFiring) -> None:
         """`write(record)` for the line most firings are: the same, with the calls it can do without."""
         with self._lock:
             if self.closed:
                 return
-            line = self._seal_simple(record)
-            if self._held is not None:
-                self._held.append(line)
-                return
-            self._out(line)
+            self._out(self._seal_simple(record))
 
     def _seal_simple(self, record: SimpleFiring) -> bytes:
         """A simple firing's line: it was built to be written, so it is changed in place."""
@@ -122,19 +113,6 @@ class TapeWriter:
         if last is not None and len(last) >= EDIT_FROM:
             return edit_between(bytes(last), bytes(state))
         return None
-
-    def hold(self) -> None:
-        """Keep records until `release`: a loop item's or an if's firings are written in one go
-        with the step that completes them. Nothing else is written meanwhile (a loop or an if
-        runs alone), and a crash loses only firings that no step covers, which a resume re-runs."""
-        with self._lock:
-            self._held = []
-
-    def release(self) -> None:
-        with self._lock:
-            held, self._held = self._held, None
-            if held and not self.closed:
-                self._out(b"".join(held))
 
     def copy_prefix(self, data: bytes, start: int, end: int) -> None:
         """Append another tape's records `data[start:end]` (whole lines) verbatim, marked

@@ -197,10 +197,10 @@ def register(server: FlowtapeServer) -> None:
     async def resume_at_step(*args: Any) -> Any:
         params = P.command_params(args, P.ResumeAtStepParams)
         source = manager.get(params.runId)
-        index = await manager.ready(source)
-        step = params.step if params.step is not None else index.steps
-        _step_in_range(source, step, 0)
-        return await _resume(source, step, params.maxWorkers)
+        await manager.ready(source)  # (its index read: the step is checked against it, and launch names its last)
+        if params.step is not None:
+            _step_in_range(source, params.step, 0)
+        return await _resume(source, params.step, params.maxWorkers)  # (no step: where the run stopped)
 
     @server.command(P.CMD_RERUN_ACTOR)
     async def rerun_actor(*args: Any) -> Any:
@@ -214,13 +214,15 @@ def register(server: FlowtapeServer) -> None:
             raise P.invalid(f"run {source.run_id} has no actor {actor!r} (its actors: {names})")
         end = index.end
         if end is not None and end.error is not None and end.error.actor == actor:
-            return await _resume(source, index.steps)  # its last firing is the one that failed: never recorded
+            return await _resume(source, None)  # where it failed: its failed firing has no record
+        if index.firing_after_last_step(actor):  # its last firing is in the composite the run stopped in
+            return await _resume(source, index.steps)  # at the last step: that composite runs again, live
         step = await asyncio.to_thread(last_firing_step, source, actor)
         if step is None:
             raise P.not_found(f"actor {actor!r} never fired in run {source.run_id}")
         return await _resume(source, step - 1)
 
-    async def _resume(source: Run, step: int, max_workers: int | None = None) -> Any:
+    async def _resume(source: Run, step: int | None, max_workers: int | None = None) -> Any:
         header = source.index.header
         assert header is not None
         flow = flow_path(source.uri, server.root) if source.uri else None

@@ -107,7 +107,7 @@ class RunParams(Params):
 
 class ResumeAtStepParams(Params):
     runId: Name
-    step: Step | None = None  # None: the run's last step
+    step: Step | None = None  # None: where the run stopped (its last step, and inside the composite it stopped in)
     maxWorkers: Workers | None = None  # None: the recorded run's
 
 

@@ -302,8 +302,8 @@ class RunManager:
         run_dir = self.runs_dir / run_id
         run = Run(run_id, run_dir, TapeIndex(run_dir), uri=path_to_uri(str(flow)), workflow=workflow or "",
                   owned=True, live=True, started_at=now_iso())
-        if resume_from is not None:
-            run.resumed_from, run.resumed_at = resume_from.run_id, at_step
+        if resume_from is not None:  # (at no step: where it stopped, after its last step)
+            run.resumed_from, run.resumed_at = resume_from.run_id, at_step if at_step is not None else resume_from.index.steps
             run.edits = len(edits or [])
         self.runs[run_id] = run
         args = [sys.executable, "-m", "flowtape", "run", str(flow), "--json", "--run-id", run_id,

@@ -229,6 +229,11 @@ class TapeIndex:
         self.torn = 0  # bytes after the last whole line, at the last read: a line being written, or a torn one
         self.closing = False  # the server is shutting down: stop reading
 
+    def firing_after_last_step(self, actor: str) -> bool:
+        """Whether `actor` fired inside a top-level firing with no step (yet): the composite a
+        finished run stopped in (a loop item, an if branch, a nested workflow's firing)."""
+        return any(actor in actors for actors in self._awaiting_step.values())
+
     # ---- following ------------------------------------------------------------------------------
 
     def read_through(self) -> bool:
