@@ -110,6 +110,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .progress import Progress
     from .runner import execute
 
+    if args.out_dir is not None:
+        raise UsageError(f"--out-dir is wfpy's option: Flowtape keeps runs in --runs-dir DIR (--runs-dir {args.out_dir})")
     if args.resume_from is not None and args.workflow is None:
         args.workflow = _recorded_workflow(args)  # a resume runs the workflow the run ran
     flow = load_flow(args.flow, args.workflow)
@@ -172,10 +174,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"stopped at --max-steps {args.max_steps}{go_on}", file=sys.stderr)
         for d in result.replay_stopped:
             print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}", file=sys.stderr)
-        for qid, count in result.leftovers:
-            print(f"leftover: {count} token(s) in {qid}", file=sys.stderr)
+        for qid, count in result.leftovers:  # (tokens a feedback edge still holds are how such a loop ends: not said)
+            print(f"flowtape: note: {count} token(s) left in {qid}, not taken", file=sys.stderr)
         for line in result.stuck:
-            print(f"stuck: {line}", file=sys.stderr)
+            print(f"flowtape: note: {line}", file=sys.stderr)
     for line in result.warnings:
         print(f"flowtape: warning: {line}", file=sys.stderr)
     if result.status == "failed" and result.error is not None:
@@ -436,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-tape", action="store_true", help="do not record the run")
     p.add_argument("--resume-from", metavar="RUN", help="resume a recorded run (an id or a run directory)")
     p.add_argument("--at-step", type=_count(), metavar="N", help="with --resume-from: the step to resume at (default: its last)")
+    p.add_argument("--out-dir", "-o", help=argparse.SUPPRESS)  # wfpy's: said to be --runs-dir here
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("runs", help="list runs, newest first")
@@ -482,7 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     except TraceCorruption as exc:  # (a tape of a format this Flowtape does not read is no corrupt one)
         said = "cannot read this tape" if exc.rule == "a known format version" else "corrupt tape"
         code = _error(args, f"{said}: {exc}", EXIT_FAILED)
-    except (FlowError, UsageError, ResumeRefused) as exc:
+    except UsageError as exc:
+        code = _error(args, exc.cli or str(exc), EXIT_USAGE, exc)
+    except (FlowError, ResumeRefused) as exc:
         code = _error(args, str(exc), EXIT_USAGE, exc)
     except FlowtapeError as exc:
         code = _error(args, str(exc), EXIT_FAILED)

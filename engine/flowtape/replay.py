@@ -192,6 +192,8 @@ def plan_resume(
         if trust.seals(data, summary.tape if summary is not None else None):
             try:
                 plan = _trusted_plan(run_dir, data, at_step, net, workflow)
+            except ResumeRefused:  # (a ValueError too): said as the full path would say it
+                raise
             except (TraceCorruption, ValueError, msgspec.DecodeError, msgspec.ValidationError):
                 plan = None  # not what this Flowtape writes after all: the full path says why
         if plan is None:
