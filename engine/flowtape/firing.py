@@ -176,9 +176,9 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
             setattr(actor.obj, STATE_ATTR, moves_now(spec.schedule, actor.obj)[plan.action.name])
         return Outcome(_route(actor, plan.action, result))
     inputs = dict(zip(spec.inputs, plan.values, strict=True))
-    if spec.kind == "agent":
-        answer, added = ask(spec, actor.obj, inputs)
-        return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
     stem = f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
+    if spec.kind == "agent":
+        answer, added = ask(spec, actor.obj, inputs, work_dir, stem)
+        return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
     written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem, actor.outputs.keys())
     return Outcome(list(written.items()))
