@@ -28,6 +28,10 @@ class NoSuchPort(FlowError, AttributeError):
     inside an action answer as they do on any object (as in wfpy)."""
 
 
+class FlowTypeError(FlowError, TypeError):
+    """A flow calls something with arguments it does not take: a TypeError too, as in wfpy."""
+
+
 class RunFailed(FlowtapeError):
     """An actor raised: the run failed. Names the actor path, its firing number and source lines."""
 

@@ -12,6 +12,7 @@ from msgspec import Raw
 
 from .graph import ROOT, Edge, Graph, IfControl, LoopControl, Node, Subflow
 from .model import TaskSpec, spec_of
+from .ports import Resource, is_resource
 from .values import encode
 
 # A queue item: (value, canonical encoding). The value is LAZY when the token came from a tape
@@ -87,6 +88,9 @@ class Actor:
     members: list[Actor] = field(default_factory=list)  # what a composite's firing runs
     branches: dict[str, list[Actor]] = field(default_factory=dict)  # an if's then/else members
     seeds: dict[str, list[Queue]] = field(default_factory=dict)  # a subflow's inner input queues
+    # its output ports that feed a workflow's `File` output, and the copy's extension: a token put
+    # there is a copy of the file as it was then (the producer may rewrite it at its next firing)
+    file_outs: dict[str, str] = field(default_factory=dict)
     fire_count: int = 0
     consumers: list[Actor] = field(default_factory=list)
     # control-node progress
@@ -159,9 +163,11 @@ class _Builder:
         return q
 
     def build(
-        self, graph: Graph, prefix: str, owner: Actor | None, out_targets: dict[str, list[Queue]]
+        self, graph: Graph, prefix: str, owner: Actor | None, out_targets: dict[str, list[Queue]],
+        out_files: dict[str, str] | None = None,
     ) -> tuple[list[Actor], dict[str, list[Queue]]]:
-        """Instantiate `graph`; its output ports feed `out_targets`. Returns its top actors and seeds."""
+        """Instantiate `graph`; its output ports feed `out_targets` (those in `out_files` are the
+        `File` outputs of a workflow around it). Returns its top actors and seeds."""
         from .state import parameters  # (state.py works on actors: it imports this module)
         local: dict[int, Actor] = {}
         for node in graph.nodes:
@@ -196,10 +202,14 @@ class _Builder:
             else:
                 producer = local[id(edge.src)]
                 producer.outputs.setdefault(edge.src_port, []).extend(targets)
+                if edge.dst is None:
+                    ext = _file_ext(graph.outputs.get(edge.dst_port), producer, edge.src_port, out_files or {}, edge.dst_port)
+                    if ext is not None:
+                        producer.file_outs[edge.src_port] = ext
         for node in graph.nodes:
             actor = local[id(node)]
             if isinstance(node.obj, Subflow):
-                children, child_seeds = self.build(node.obj.graph, actor.path, actor, actor.outputs)
+                children, child_seeds = self.build(node.obj.graph, actor.path, actor, actor.outputs, actor.file_outs)
                 actor.members = [a for a in children if a.owner is actor]
                 actor.seeds = child_seeds
         top = [local[id(n)] for n in graph.nodes]
@@ -207,6 +217,17 @@ class _Builder:
             if actor.control:
                 actor.members = [m for branch in actor.branches.values() for m in branch]
         return top, seeds
+
+
+def _file_ext(declared: Any, producer: Actor, port: str, around: dict[str, str], out: str) -> str | None:
+    """The extension of the copies a workflow output port `out` holds, when it carries files: it
+    is declared `File` (or `Resource`), or its producer's port is, or it feeds such an output of
+    the workflow around it; None when it carries other values."""
+    own = producer.spec.outputs.get(port) if producer.spec is not None else None
+    for t in (declared, own.type if own is not None else None):
+        if is_resource(t):
+            return t.ext if isinstance(t, Resource) else (own.ext if own is not None else "")
+    return around.get(out)
 
 
 def build_network(graph: Graph) -> Network:

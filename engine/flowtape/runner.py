@@ -252,9 +252,9 @@ def execute(
     if max_steps is not None and max_steps < 1:
         raise UsageError("max_steps must be at least 1")
     use_flow_module(getattr(flow.fn, "__module__", None))  # (its classes are named so on the tape: values.FLOW)
-    graph = flow.build()
-    net = build_network(graph)
     runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
+    graph = flow.build(runs_base)
+    net = build_network(graph)
     plan: ReplayPlan | None = None
     if resume_from is not None:
         if not tape:
