@@ -239,8 +239,16 @@ def resolve_state(firing: Firing, states: dict[str, Raw]) -> None:
         states[firing.actor] = firing.state
 
 
+TOO_DEEP = "a value in it is nested too deeply to read"
+
+
 def decode_record(raw: bytes) -> Record:
-    return _decoder.decode(raw)
+    """One line's record; a msgspec.DecodeError for a line that is none (msgspec's own depth
+    limit, a RecursionError, included: a value nested a thousand deep is a bad line, not a crash)."""
+    try:
+        return _decoder.decode(raw)
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
 
 
 def _unmarked(body: bytes) -> bytes:
@@ -448,7 +456,7 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
 
 def _is_end(raw: bytes) -> bool:
     try:
-        return isinstance(_decoder.decode(raw), End)
+        return isinstance(decode_record(raw), End)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False
 
@@ -474,11 +482,11 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
         records = _many_decoder.decode(b"[" + b",".join(raw_lines) + b"]")
         if len(records) != len(raw_lines):  # a line holding two records: find it line by line
             raise msgspec.DecodeError("a line holds more than one record")
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         records = []
         for number, raw in enumerate(raw_lines, start=1):
             try:
-                records.append(_decoder.decode(raw))
+                records.append(decode_record(raw))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise TraceCorruption(f"unreadable record ({_why_unreadable(raw, number, exc)})", number, "well-formed records") from None
     if raw_lines and raw_lines[0].endswith(b"\r"):

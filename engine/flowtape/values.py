@@ -36,7 +36,7 @@ import msgspec
 from . import stdstate
 
 __all__ = ["NotEncodable", "Opaque", "canonical", "decode", "digest", "digest_values", "encode",
-           "from_json", "preview", "preview_json", "to_json"]
+           "from_json", "preview", "preview_json", "preview_raw", "to_json"]
 
 TAG = "$t"
 MAX_DEPTH = 200
@@ -108,11 +108,16 @@ def use_flow_module(name: str | None) -> None:
         _REFS.clear()
 
 
+_checking = threading.local()  # `on` while `check` rebuilds a value: classes beyond builtins are not looked up
+
+
 def _lookup(ref: object) -> type | None:
     """Resolve "module:Qualname" through sys.modules only, never importing anything."""
     if not isinstance(ref, str):
         return None
     mod_name, _, qual = ref.partition(":")
+    if mod_name != "builtins" and getattr(_checking, "on", False):
+        return None  # (whether a module is imported must not change what a check says)
     if _flow_module is not None and (mod_name == FLOW or (mod_name.startswith(_LEGACY_FLOW) and mod_name not in sys.modules)):
         mod_name = _flow_module
     obj: object = sys.modules.get(mod_name)
@@ -448,14 +453,66 @@ def from_json(data: Any) -> object:
         raise ValueError(f"malformed tagged value: {tag!r} is not a tag")
     try:
         return _untag(tag, data)
-    except (TypeError, KeyError, AttributeError, IndexError) as e:
-        raise ValueError(f"malformed {tag!r} value: {e}") from e
+    except (TypeError, KeyError, AttributeError, IndexError, ArithmeticError, ValueError) as e:  # (Decimal("abc"), a huge timedelta)
+        if isinstance(e, ValueError) and str(e).startswith("malformed "):
+            raise  # said where it is
+        raise ValueError(f"malformed {_cut(tag, 40)!r} value: {_cut(str(e), 200)}") from None
 
 
 def decode(raw: bytes | str) -> object:
     """Inverse of encode."""
     data = _dec(raw)
     return from_json(data) if _maybe_tagged(raw) else data
+
+
+# How deep a value's JSON may nest: encode nests a value at most MAX_DEPTH levels, and each level
+# takes at most three in JSON (a dict tag's list of pairs, then a pair). Deeper, no reader could
+# walk it within Python's recursion limit.
+DEPTH_LIMIT = 3 * MAX_DEPTH + 8
+
+
+def check(raw: bytes) -> None:
+    """Raise ValueError, saying why, unless `raw` is a value every reader can rebuild: JSON in
+    UTF-8 with numbers in range, nested at most DEPTH_LIMIT levels, each tag of the shape its
+    payload must have (a timedelta's three whole numbers, base64 bytes, a decimal's digits...).
+    Classes other than builtins are not looked up (an object of one is taken as it would be
+    without its class loaded): the verdict is the same whatever the process has imported."""
+    try:
+        data = _dec(raw)
+    except RecursionError:
+        raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels") from None
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"it is no JSON value: {exc}") from None
+    if raw.count(b"[") + raw.count(b"{") > DEPTH_LIMIT and _depth(data) > DEPTH_LIMIT:
+        raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels")
+    if not _maybe_tagged(raw):
+        return
+    _checking.on = True
+    try:
+        from_json(data)
+    except RecursionError:
+        raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels") from None
+    finally:
+        _checking.on = False
+
+
+def _depth(data: Any) -> int:
+    """How deep JSON data nests, walked without recursion."""
+    deepest = 0
+    todo = [(data, 1)]
+    while todo:
+        x, d = todo.pop()
+        if type(x) is list:
+            items: Iterable[Any] = x
+        elif type(x) is dict:
+            items = x.values()
+        else:
+            continue
+        deepest = max(deepest, d)
+        if d > DEPTH_LIMIT:
+            return d
+        todo.extend((y, d + 1) for y in items if type(y) in (list, dict))
+    return deepest
 
 
 _NEEDLES: Any = ("$", "$t", "$\\u", "\\", "\\u0024")
@@ -503,6 +560,9 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     if leaf is not None:
         return leaf(v)
     if tag in stdstate.TAGS:
+        if isinstance(d.get("factory"), dict) and getattr(_checking, "on", False):
+            from_json(d["factory"])  # (a class not looked up while checking: the factory is checked as a value)
+            d = {**d, "factory": None}
         return stdstate.rebuild(tag, d, from_json)
     if tag == "datetime" or tag == "time":
         got = (datetime if tag == "datetime" else time).fromisoformat(v)
@@ -678,4 +738,14 @@ def preview(value: object, limit: int = 80, *, _tagged: bool = False) -> str:
 
 def preview_json(data: object, limit: int = 80) -> str:
     """Preview tagged JSON without decoding it (its classes may not be loaded); never raises."""
+    return preview(data, limit, _tagged=True)
+
+
+def preview_raw(raw: bytes | msgspec.Raw, limit: int = 80) -> str:
+    """Preview a recorded value from its encoding; never raises (an encoding that is no JSON, a
+    tape's edit, say, is said to be one)."""
+    try:
+        data = _dec(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return "<a value that cannot be read>"
     return preview(data, limit, _tagged=True)

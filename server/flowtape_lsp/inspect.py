@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from flowtape.rundir import read_summary
 from flowtape.tape import ActorInfo, Header
-from flowtape.values import preview_json
+from flowtape.values import preview_raw
 from lsprotocol import types as lsp
 
 from . import protocol as P
@@ -90,7 +90,7 @@ def _view_of(run_id: str, header: Header, step: int, total: int, counts: dict[st
     actors = []
     for actor in header.actors:
         raw = states.get(actor.path)
-        state = preview_json(msgspec.json.decode(raw), 300) if raw else None
+        state = preview_raw(raw, 300) if raw else None
         actors.append(ActorView(actor, counts.get(actor.path, 0), state))
     return View(run_id, step, total, actors, _files_of(header))
 
