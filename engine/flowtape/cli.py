@@ -173,7 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"stopped at --max-steps {args.max_steps}{go_on}", file=sys.stderr)
         for d in result.replay_stopped:
             print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}", file=sys.stderr)
-        for qid, count in result.leftovers:  # (tokens a feedback edge still holds are how such a loop ends: not said)
+        # what is left is news only when the run ended by itself (a failed or stopped one leaves
+        # tokens by its nature), and not on a feedback edge (how such a loop ends: see runner._feedback)
+        for qid, count in result.leftovers if result.status == "succeeded" else ():
             print(f"flowtape: note: {count} token(s) left in {qid}, not taken", file=sys.stderr)
         for line in result.stuck:
             print(f"flowtape: note: {line}", file=sys.stderr)
