@@ -78,6 +78,14 @@ def test_instance_emits_recorded_outputs_without_running_child(tmp_path: Path) -
     assert outputs["Out"] == [70]  # each recorded token sent once
     assert Path(outputs["Doc"][0]).read_text() == "recorded"
 
+    # beyond wfpy's test: a resume of the parent replays the instance's firing, and still runs no child
+    second = tmp_path / "wf-out" / "second"
+    for at_step in (0, 1, None):
+        resumed = execute(parent, runs_dir=tmp_path / "wf-out", resume_from=second, at_step=at_step, max_workers=1)
+        assert resumed.status == "succeeded" and resumed.outputs["Out"] == [70], at_step
+    assert builds == ["child"]
+    assert [s.replayed for s in read_tape(resumed.run_dir / "tape.jsonl").steps()] == [True] * resumed.steps
+
 
 def test_instance_accepts_the_run_record_itself_and_a_run_id(tmp_path: Path, monkeypatch) -> None:
     raw = tmp_path / "raw"
