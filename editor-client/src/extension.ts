@@ -146,6 +146,9 @@ class Flowtape implements vscode.Disposable {
       documentSelector: [{ scheme: "file", language: "python" }],
       outputChannel: this.output,
       traceOutputChannel: this.output,
+      // What this client implements itself (docs/protocol.md, "Initialization options"): its runs
+      // view, and asking for the step of a "⟲ Resume at step…" lens (the middleware below).
+      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true },
       middleware: {
         // The "⟲ Resume at step…" lens names the run only: ask for the step, as its title says.
         executeCommand: async (command, args, next) => {
