@@ -176,3 +176,26 @@ def test_a_resealed_tape_with_one_value_replaced_is_read_alike_by_every_reader(r
     except TraceCorruption as exc:
         assert str(exc) == said
     msgspec.json.encode(index.steps)  # (the index stayed usable)
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("state", b'{"$t":"timedelta","v":["1","2","3"]}',
+     "recorded values can be rebuilt: the state of things after its firing 1 cannot be rebuilt: malformed 'timedelta' value"),
+    ("produced.0", b'{"$t":"bytes","v":"!not base64"}',
+     "recorded values can be rebuilt: firing 1 of things puts into things.Out->echo.X a token (1 of 1) that cannot be rebuilt"),
+    ("produced.0", b"[" * 1200 + b"]" * 1200, "well-formed records: unreadable record (a value in it is nested too deeply to read)"),
+])
+def test_verify_names_the_line_the_value_and_the_rule_and_show_says_so_first(recorded, tmp_path, field, value, says):
+    _, original = recorded
+    lines = (original / "tape.jsonl").read_bytes().rstrip(b"\n").split(b"\n")
+    n = next(i for i, raw in enumerate(lines) if raw.startswith(b'{"t":"f"') and b'"actor":"things"' in raw)
+    lines[n] = _replace(lines[n], field, 0, value)
+    run_dir = tmp_path / "orig"
+    run_dir.mkdir()
+    (run_dir / "tape.jsonl").write_bytes(b"\n".join(reseal(lines)) + b"\n")
+    with pytest.raises(TraceCorruption) as info:
+        verify_run(run_dir)
+    assert info.value.line == n + 1 and f"line {n + 1}: {says}" in str(info.value)
+    for args in (["verify"], ["show"], ["show", "--step", "2"]):
+        code, out, err = _cli(args[0], str(run_dir), *args[1:])
+        assert (code, out) == (1, "") and err.splitlines()[0] == f"flowtape: corrupt tape: {info.value}", (args, err)

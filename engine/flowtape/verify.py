@@ -150,7 +150,7 @@ class Rebuild:
                 self._check_wired(f.actor, index, False, n)
             if self.full_checks:
                 for i, token in enumerate(tokens):
-                    rebuildable(token, n, f"{f.actor}'s firing {f.fireCount} puts into {self.header.queues[index]} a token "
+                    rebuildable(token, n, f"firing {f.fireCount} of {f.actor} puts into {self.header.queues[index]} a token "
                                           f"({i + 1} of {len(tokens)}) that")
             q.extend(tokens)
         self.taken = taken
@@ -169,9 +169,9 @@ class Rebuild:
         except ValueError as exc:
             raise TraceCorruption(str(exc), n, "a state edit gives a state from the actor's last one") from None
         if self.full_checks and f.state:
-            rebuildable(f.state, n, f"{f.actor}'s state after firing {f.fireCount}")
+            rebuildable(f.state, n, f"the state of {f.actor} after its firing {f.fireCount}")
         if self.full_checks and f.chat:
-            rebuildable(f.chat, n, f"the chat {f.actor}'s firing {f.fireCount} added")
+            rebuildable(f.chat, n, f"the chat firing {f.fireCount} of {f.actor} added")
         if f.chat:
             self.chats.setdefault(f.actor, []).append(f.chat)
 

@@ -24,7 +24,7 @@ def raw(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("token", "says"), [
     (b"[" * 1200 + b"1" + b"]" * 1200, "well-formed records: unreadable record (a value in it is nested too deeply to read)"),
-    (b'{"$t":"decimal","v":"abc"}', "recorded values can be rebuilt: count's firing 2 puts into count.Out->double.In a token"),
+    (b'{"$t":"decimal","v":"abc"}', "recorded values can be rebuilt: firing 2 of count puts into count.Out->double.In a token"),
     (b'"a\xffb"', "cannot be rebuilt: it is no JSON value: Invalid UTF-8"),
 ])
 def test_a_tape_with_a_value_no_reader_can_rebuild_is_refused_as_verify_refuses_it(raw: Raw, tmp_path: Path, token: bytes, says: str) -> None:
