@@ -155,6 +155,77 @@ def test_instance_only_nested(tmp_path: Path) -> None:
         child(instance=str(tmp_path))
 
 
+def test_sibling_workflow_outputs_keep_their_own_files(tmp_path: Path) -> None:
+    """wfpy's own test (test_nested_workflows.py), the import switched."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+
+    @task
+    class FireOnce:
+        _done: bool = False
+
+        class Ports:
+            Out = Port[int]()
+
+        def action(self) -> int | None:
+            if self._done:
+                return None
+            self._done = True
+            return 1
+
+    @task
+    class Start:
+        class Ports:
+            In = Port[int](direction="in")
+            Out = Port[File](direction="out")
+
+        @action(consumes={"In": 1}, produces={"Out": 1})
+        def write(self, _trigger: int) -> str:
+            path = raw / "first.raw"
+            path.write_text("first")
+            return str(path)
+
+    @task
+    class Follow:
+        class Ports:
+            In = Port[File](direction="in")
+            Out = Port[File](direction="out")
+
+        @action(consumes={"In": 1}, produces={"Out": 1})
+        def write(self, _previous: str) -> str:
+            path = raw / "second.raw"
+            path.write_text("second")
+            return str(path)
+
+    @workflow(inputs={"In": int}, outputs={"Out": File(ext=".txt")})
+    def first_child():
+        start = Start()
+        connect("In", start.In)
+        connect(start.Out, "Out")
+
+    @workflow(inputs={"In": File}, outputs={"Out": File(ext=".txt")})
+    def second_child():
+        follow = Follow()
+        connect("In", follow.In)
+        connect(follow.Out, "Out")
+
+    @workflow(outputs={"A": File(ext=".txt"), "B": File(ext=".txt")})
+    def parent():
+        src = FireOnce()
+        first = first_child()
+        second = second_child()
+        connect(src.Out, first.In)
+        connect(first.Out, second.In)
+        connect(first.Out, "A")
+        connect(second.Out, "B")
+
+    outputs = run(parent, out_dir=str(tmp_path / "wf-out"), work_dir=str(tmp_path / "work"))
+
+    a, b = Path(outputs["A"][0]), Path(outputs["B"][0])
+    assert (a.name, a.read_text()) == ("A.txt", "first")
+    assert (b.name, b.read_text()) == ("B.txt", "second")
+
+
 # ---- beyond wfpy's own tests -------------------------------------------------------------------
 
 

@@ -199,13 +199,30 @@ def _copies(actor: Actor, outcome: Outcome, work_dir: Path) -> Outcome:
     outputs: list[tuple[str, Any]] = []
     counts: dict[str, int] = {}
     for port, value in outcome.outputs:
-        ext = actor.file_outs.get(port)
-        if ext is not None and isinstance(value, (str, os.PathLike)) and os.path.isfile(value):
-            n = counts[port] = counts.get(port, -1) + 1
-            target = work_dir / f"{_stem(actor)}__{port}{'_' + str(n) if n else ''}{ext or Path(value).suffix}"
+        copies = actor.file_outs.get(port)
+        if copies is not None and isinstance(value, (str, os.PathLike)) and os.path.isfile(value):
+            ext = copies[0] or Path(value).suffix
+            work_dir.mkdir(parents=True, exist_ok=True)
+            if copies[1] is not None:  # one of the run's outputs: `Out.txt`, then `Out__2.txt`, …
+                target = _new_file(work_dir, copies[1], ext)
+            else:
+                n = counts[port] = counts.get(port, -1) + 1
+                target = work_dir / f"{_stem(actor)}__{port}{'_' + str(n) if n else ''}{ext}"
             if Path(value).resolve() != target.resolve():  # (a tool's or an agent's own file already)
-                work_dir.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(value, target)
             value = str(target)
         outputs.append((port, value))
     return Outcome(outputs, outcome.chat)
+
+
+def _new_file(folder: Path, name: str, ext: str) -> Path:
+    """A file of `folder` no one has taken: `name.ext`, else `name__2.ext`, … (made at once, so
+    that two firings under way at the same time never take the same one)."""
+    n = 1
+    while True:
+        target = folder / (f"{name}{ext}" if n == 1 else f"{name}__{n}{ext}")
+        try:
+            with open(target, "xb"):
+                return target
+        except FileExistsError:
+            n += 1
