@@ -136,24 +136,23 @@ def _fits(value: Any, expected: Any) -> bool:
     return True  # a generic of another kind: its outer type is what is checked
 
 
-def _feedback(net: Network) -> set[Queue]:
-    """The queues on a cycle: their consumer's outputs lead back to their producer. A token left
-    in one when the run goes quiet is how a feedback loop ends (the last value fed back, with
+def _feedback(queues: list[Queue]) -> set[Queue]:
+    """Those of `queues` on a cycle: their consumer's outputs lead back to their producer. A token
+    left in one when the run goes quiet is how a feedback loop ends (the last value fed back, with
     nothing left to pair it with), not news."""
     on_cycle: set[Queue] = set()
-    for actor in net.actors:
-        for q in actor.inputs.values():
-            seen: set[int] = set()
-            todo = [q.consumer]
-            while todo and q not in on_cycle:
-                a = todo.pop()
-                if a is None or a.index in seen:
-                    continue
-                seen.add(a.index)
-                for outs in a.outputs.values():
-                    if q in outs:
-                        on_cycle.add(q)
-                    todo.extend(o.consumer for o in outs)
+    for q in queues:
+        seen: set[int] = set()
+        todo = [q.consumer]
+        while todo and q not in on_cycle:
+            a = todo.pop()
+            if a is None or a.index in seen:
+                continue
+            seen.add(a.index)
+            for outs in a.outputs.values():
+                if q in outs:
+                    on_cycle.add(q)
+                todo.extend(o.consumer for o in outs)
     return on_cycle
 
 
@@ -162,9 +161,10 @@ def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[tuple
     edge); and, when the run went quiet (`quiet`: it was not stopped and did not fail), the
     actors that hold tokens that are news yet can never fire: every one of their actions lacks an
     input that nothing will fill any more."""
-    leftovers = [(q.id, len(q.items)) for q in net.queues if q.consumer is not None and q.items]
-    feedback = _feedback(net) if leftovers else set()
-    news = [(q.id, len(q.items)) for q in net.queues if q.consumer is not None and q.items and q not in feedback]
+    left = [q for q in net.queues if q.consumer is not None and q.items]
+    leftovers = [(q.id, len(q.items)) for q in left]
+    feedback = _feedback(left)
+    news = [(q.id, len(q.items)) for q in left if q not in feedback]
     stuck: list[str] = []
     for actor in net.actors if quiet else ():
         if not actor.inputs or actor.control or not any(q.items for q in actor.inputs.values() if q not in feedback):
