@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .errors import FlowError
+from .errors import FlowError, TraceCorruption
 from .model import SPEC_ATTR, action, guard, task
 from .ports import Port
 from .rundir import DEFAULT_RUNS_DIR, SUMMARY, TAPE, valid_run_id
 from .sites import Site
-from .tape import End, Header, decode_record
-from .values import from_json
+from .values import decode
+from .verify import check_run, ends
 
 if TYPE_CHECKING:
     from .graph import WorkflowDef
@@ -91,24 +91,17 @@ def _find(ref: Any, site: Site, runs_dir: Path | None) -> Path | None:
 
 
 def _read_tape(tape: Path) -> tuple[str, bool, dict[str, list[Any]]]:
-    """A Flowtape run's workflow, whether it succeeded, and its outputs, from its tape's first and
-    last records (run.json says the same, but the tape is what verify vouches for)."""
-    with open(tape, "rb") as fh:
-        header = decode_record(fh.readline().rstrip(b"\n"))
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - (1 << 20)))
-        last = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    if not isinstance(header, Header):
-        raise ValueError("its tape does not start with a header")
+    """A Flowtape run's workflow, whether it succeeded, and its outputs, from its tape (held to
+    what verify holds it to, unless this machine wrote it and nobody changed it since)."""
     try:
-        end = decode_record(last)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        end = None
-    if not isinstance(end, End):
+        check_run(tape.parent)
+    except TraceCorruption as exc:
+        raise ValueError(f"its tape fails verification: {exc}") from None
+    header, end = ends(tape)
+    if end is None:
         return header.workflow, False, {}  # killed, or still running: no outputs it vouches for
-    outputs = msgspec.json.decode(end.outputs, type=dict[str, list[Any]])
-    return header.workflow, end.status == "succeeded", {port: [from_json(t) for t in tokens] for port, tokens in outputs.items()}
+    outputs = msgspec.json.decode(end.outputs, type=dict[str, list[msgspec.Raw]])
+    return header.workflow, end.status == "succeeded", {port: [decode(bytes(t)) for t in tokens] for port, tokens in outputs.items()}
 
 
 def _read_wfpy(record: Path) -> tuple[str, bool, dict[str, list[Any]]]:
