@@ -104,6 +104,21 @@ def test_instance_accepts_the_run_record_itself_and_a_run_id(tmp_path: Path, mon
         assert run(parent, out_dir=str(tmp_path / "wf-out"))["Out"] == [70], ref
 
 
+def test_instance_of_an_edited_tape_is_refused(tmp_path: Path) -> None:
+    child = _make_child(tmp_path, [])
+    run(child, out_dir=str(tmp_path / "wf-out"), run_id="first")
+    tape = tmp_path / "wf-out" / "first" / "tape.jsonl"
+    tape.write_bytes(tape.read_bytes().replace(b'"Num":[7]', b'"Num":[8]'))  # outputs the run never put
+
+    @workflow(outputs={"Out": int})
+    def parent():
+        c = child(instance=str(tape.parent))
+        connect(c.Num, "Out")
+
+    with pytest.raises(ValueError, match="its tape fails verification: line .*hash chain"):
+        run(parent, out_dir=str(tmp_path / "wf-out"))
+
+
 def test_instance_refuses_a_child_with_inputs(tmp_path: Path) -> None:
     @workflow(inputs={"In": int}, outputs={"Out": int})
     def fed():
