@@ -110,7 +110,7 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, inspect
+    from . import codelens, commands, graphs, inspect
 
     server = FlowtapeServer()
 
@@ -167,6 +167,7 @@ def create_server() -> FlowtapeServer:
     codelens.register(server)
     commands.register(server)
     inspect.register(server)
+    graphs.register(server)
     return server
 
 
