@@ -471,7 +471,7 @@ def test_a_resume_fires_with_the_recorded_pool_and_max_steps_must_leave_somethin
     assert cli("run", CHAIN, "--run-id", "wide", "--resume-from", "one", "--at-step", "4", "--max-workers", "3")[0] == 0
     assert read_tape(Path("runs/wide/tape.jsonl")).header.maxWorkers == 3
     code, _, err = cli("run", CHAIN, "--resume-from", "one", "--at-step", "10", "--max-steps", "10")
-    assert code == 2 and "max_steps (--max-steps) 10 is not above the step resumed at (10): nothing would run" in err
+    assert code == 2 and "--max-steps 10 is not above the step resumed at (10): nothing would run" in err
 
 
 def test_a_flow_that_exits_as_it_is_imported_or_is_no_py_file_is_said(cli, tmp_path):

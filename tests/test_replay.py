@@ -364,7 +364,7 @@ def test_refused_inputs_with_a_resume(chain, tmp_path):
 
 
 def test_at_step_needs_resume_from(chain, tmp_path):
-    with pytest.raises(UsageError, match="--resume-from"):
+    with pytest.raises(UsageError, match="at_step needs resume_from"):
         execute(chain.main, runs_dir=tmp_path, at_step=3)
 
 

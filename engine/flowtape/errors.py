@@ -28,6 +28,10 @@ class NoSuchPort(FlowError, AttributeError):
     inside an action answer as they do on any object (as in wfpy)."""
 
 
+class FlowTypeError(FlowError, TypeError):
+    """A flow calls something with arguments it does not take: a TypeError too, as in wfpy."""
+
+
 class RunFailed(FlowtapeError):
     """An actor raised: the run failed. Names the actor path, its firing number and source lines."""
 
@@ -55,8 +59,9 @@ class RunStopped(FlowtapeError):
     """The run was stopped by Ctrl-C or SIGTERM; its tape ends `stopped`."""
 
 
-class ResumeRefused(FlowtapeError):
-    """A resume that cannot be sound is refused before anything runs."""
+class ResumeRefused(FlowtapeError, ValueError):
+    """A resume that cannot be sound is refused before anything runs. A ValueError, as wfpy's
+    refusals are, so code written for wfpy catches it."""
 
 
 class TraceCorruption(FlowtapeError):
@@ -68,8 +73,13 @@ class TraceCorruption(FlowtapeError):
         super().__init__(f"line {line}: {rule}: {message}" if line else message)
 
 
-class UsageError(FlowtapeError):
-    """A bad command line, unknown run id, out-of-range step and the like."""
+class UsageError(FlowtapeError, ValueError):
+    """A bad argument, unknown run id, out-of-range step and the like: a ValueError, as wfpy's are.
+    Worded with `run()`'s keywords; `cli` is the same said with the command line's options."""
+
+    def __init__(self, message: str, cli: str | None = None) -> None:
+        self.cli = cli
+        super().__init__(message)
 
 
 class ErrorReport(msgspec.Struct, omit_defaults=True):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,12 +176,54 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
         result = plan.action.fn(actor.obj, *plan.values)
         if spec.schedule is not None:  # the action fired: its transition's next state
             setattr(actor.obj, STATE_ATTR, moves_now(spec.schedule, actor.obj)[plan.action.name])
-        return Outcome(_route(actor, plan.action, result))
+        return _copies(actor, Outcome(_route(actor, plan.action, result)), work_dir)
     inputs = dict(zip(spec.inputs, plan.values, strict=True))
     if spec.kind == "agent":
         given, actor.answer = actor.answer, None  # a fork's edited answer stands for this one firing
-        answer, added = ask(spec, actor.obj, inputs, given)
-        return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
-    stem = f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
-    written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem, actor.outputs.keys())
-    return Outcome(list(written.items()))
+        answer, added = ask(spec, actor.obj, inputs, work_dir, _stem(actor), given)
+        return _copies(actor, Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added), work_dir)
+    written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, _stem(actor), actor.outputs.keys())
+    return _copies(actor, Outcome(list(written.items())), work_dir)
+
+
+def _stem(actor: Actor) -> str:
+    """How the files of the firing under way are named in `work/`: `a-b__3__Port.ext`."""
+    return f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
+
+
+def _copies(actor: Actor, outcome: Outcome, work_dir: Path) -> Outcome:
+    """A token put on a workflow's `File` output is the file as it is now: a copy in `work/` (as a
+    tool's outputs are files of their own), so a producer that rewrites one file at each firing
+    does not change what the workflow's consumers read. A path that names no file goes as it is."""
+    if not actor.file_outs:
+        return outcome
+    outputs: list[tuple[str, Any]] = []
+    counts: dict[str, int] = {}
+    for port, value in outcome.outputs:
+        copies = actor.file_outs.get(port)
+        if copies is not None and isinstance(value, (str, os.PathLike)) and os.path.isfile(value):
+            ext = copies[0] or Path(value).suffix
+            work_dir.mkdir(parents=True, exist_ok=True)
+            if copies[1] is not None:  # one of the run's outputs: `Out.txt`, then `Out__2.txt`, …
+                target = _new_file(work_dir, copies[1], ext)
+            else:
+                n = counts[port] = counts.get(port, -1) + 1
+                target = work_dir / f"{_stem(actor)}__{port}{'_' + str(n) if n else ''}{ext}"
+            if Path(value).resolve() != target.resolve():  # (a tool's or an agent's own file already)
+                shutil.copyfile(value, target)
+            value = str(target)
+        outputs.append((port, value))
+    return Outcome(outputs, outcome.chat)
+
+
+def _new_file(folder: Path, name: str, ext: str) -> Path:
+    """A file of `folder` no one has taken: `name.ext`, else `name__2.ext`, … (made at once, so
+    that two firings under way at the same time never take the same one)."""
+    n = 1
+    while True:
+        target = folder / (f"{name}{ext}" if n == 1 else f"{name}__{n}{ext}")
+        try:
+            with open(target, "xb"):
+                return target
+        except FileExistsError:
+            n += 1

@@ -130,7 +130,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     try:
         expected = msgspec.json.decode(data)
         msgspec.convert(expected, _Golden)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise UsageError(f"{path} is not a golden file (one `flowtape golden record` writes): {exc}") from None
     return expected
 

@@ -7,9 +7,11 @@ import contextvars
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .errors import FlowError, FlowtapeError
+from .errors import FlowError, FlowtapeError, FlowTypeError
+from .instances import answer
 from .model import spec_of
 from .ports import PortRef, type_name, types_compatible
 from .sites import Site, caller_site, class_site, traceback_site
@@ -155,6 +157,7 @@ class _Build:
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     frame: Any = None  # the builder's frame: its locals, read after it returns, name the actors
+    runs_dir: Path | None = None  # where a nested workflow's `instance=` run id is looked up
 
     def add(self, obj: Any, kind: str, site: Site, defined: Site) -> Node:
         if self.frame is None:
@@ -312,9 +315,10 @@ class WorkflowDef:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
-    def build(self) -> Graph:
-        """Run the builder and return the checked graph."""
-        build = _Build(self, inputs=dict(self.inputs), outputs=dict(self.outputs))
+    def build(self, runs_dir: Path | None = None) -> Graph:
+        """Run the builder and return the checked graph (`runs_dir`: where a nested workflow's
+        `instance=` run id is looked up)."""
+        build = _Build(self, inputs=dict(self.inputs), outputs=dict(self.outputs), runs_dir=runs_dir)
         token = _building.set(build)
         try:
             self.fn()
@@ -335,10 +339,19 @@ class WorkflowDef:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         outer = _building.get()
+        site = caller_site()
+        instance = kwargs.pop("instance", None)
+        if args or kwargs:  # (wfpy takes them and drops them: a typo would go unnoticed)
+            said = f"unexpected keyword argument {next(iter(kwargs))!r}" if kwargs else f"{len(args)} positional argument(s)"
+            raise FlowTypeError(f"{self.name}() got {said}: a workflow takes only instance= (a recorded run to stand for it)",
+                                site.file, site.line)
+        if instance is not None:
+            if outer is None:
+                raise FlowTypeError(f"{self.name}(instance=...) is only meaningful nested in another workflow", site.file, site.line)
+            return answer(self, instance, site, outer.runs_dir)
         if outer is None:
             return self.build()
-        site = caller_site()
-        graph = self.build()
+        graph = self.build(outer.runs_dir)
         proxy = Subflow(graph)
         outer.add(proxy, "workflow", site, self.site)
         return proxy

@@ -44,6 +44,9 @@ def load_module(path: Path | str) -> ModuleType:
         for frame in traceback.extract_tb(exc.__traceback__):
             if Path(frame.filename).resolve() == file:
                 line = frame.lineno
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "wfpy":
+            raise FlowError("imports wfpy: switch the import to flowtape (`from flowtape import ...`), "
+                            "which runs wfpy's flow API", str(file), line) from None
         raise FlowError(f"importing the flow raised {type(exc).__name__}: {exc}", str(file), line) from None
     return module
 

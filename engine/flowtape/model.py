@@ -338,7 +338,7 @@ def agent(
             site = class_site(klass)
             raise FlowError(f"{klass.__name__}: mock_outputs names {', '.join(map(repr, unknown))}, which is no output port "
                             f"(its outputs: {', '.join(spec.outputs) or 'none'})", site.file, site.line)
-        spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model, max(budget, 0))
+        spec.agent = AgentConfig(prompt, _transport(transport), dict(outputs or {}), model, max(budget, 0))
         spec.kind = "agent"
         spec.refresh()
         setattr(klass, SPEC_ATTR, spec)
@@ -346,6 +346,17 @@ def agent(
         return klass
 
     return decorate
+
+
+MOCK_NAMES = frozenset({"mock", "offline"})  # wfpy's names of its transport that answers without a model
+
+
+def _transport(transport: Any) -> Any:
+    """wfpy's transport names as wfpy reads them (any letter case, spaces around): its offline
+    ones are "mock"; a callable, or a name Flowtape has no transport for, as given."""
+    if isinstance(transport, str) and transport.strip().lower() in MOCK_NAMES:
+        return "mock"
+    return transport
 
 
 def tool(

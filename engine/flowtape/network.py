@@ -12,6 +12,7 @@ from msgspec import Raw
 
 from .graph import ROOT, Edge, Graph, IfControl, LoopControl, Node, Subflow
 from .model import TaskSpec, spec_of
+from .ports import Resource, is_resource
 from .values import encode
 
 # A queue item: (value, canonical encoding). The value is LAZY when the token came from a tape
@@ -54,6 +55,9 @@ def unencodable(enc: Any) -> bool:
     return bool(enc) and bytes(memoryview(enc)[: len(_PLACEHOLDER)]) == _PLACEHOLDER
 
 
+FileOut = tuple[str, str | None]  # (extension, the run's output port) of Actor.file_outs
+
+
 class Queue:
     """A FIFO of tokens with exactly one consumer (or none, for a workflow's own output)."""
 
@@ -87,6 +91,10 @@ class Actor:
     members: list[Actor] = field(default_factory=list)  # what a composite's firing runs
     branches: dict[str, list[Actor]] = field(default_factory=dict)  # an if's then/else members
     seeds: dict[str, list[Queue]] = field(default_factory=dict)  # a subflow's inner input queues
+    # its output ports that feed a workflow's `File` output: a token put there is a copy of the file
+    # as it was then (the producer may rewrite it at its next firing). The copy's extension, and
+    # the run's own output port it feeds, if any (its copies are named after it, as wfpy's are)
+    file_outs: dict[str, FileOut] = field(default_factory=dict)
     fire_count: int = 0
     consumers: list[Actor] = field(default_factory=list)
     # control-node progress
@@ -160,9 +168,11 @@ class _Builder:
         return q
 
     def build(
-        self, graph: Graph, prefix: str, owner: Actor | None, out_targets: dict[str, list[Queue]]
+        self, graph: Graph, prefix: str, owner: Actor | None, out_targets: dict[str, list[Queue]],
+        out_files: dict[str, FileOut] | None = None,
     ) -> tuple[list[Actor], dict[str, list[Queue]]]:
-        """Instantiate `graph`; its output ports feed `out_targets`. Returns its top actors and seeds."""
+        """Instantiate `graph`; its output ports feed `out_targets` (those in `out_files` are the
+        `File` outputs of a workflow around it). Returns its top actors and seeds."""
         from .state import parameters  # (state.py works on actors: it imports this module)
         local: dict[int, Actor] = {}
         for node in graph.nodes:
@@ -197,10 +207,14 @@ class _Builder:
             else:
                 producer = local[id(edge.src)]
                 producer.outputs.setdefault(edge.src_port, []).extend(targets)
+                if edge.dst is None:
+                    copies = _file_out(graph.outputs.get(edge.dst_port), producer, edge.src_port, out_files or {}, edge.dst_port)
+                    if copies is not None:
+                        producer.file_outs[edge.src_port] = copies if owner is not None else (copies[0], edge.dst_port)
         for node in graph.nodes:
             actor = local[id(node)]
             if isinstance(node.obj, Subflow):
-                children, child_seeds = self.build(node.obj.graph, actor.path, actor, actor.outputs)
+                children, child_seeds = self.build(node.obj.graph, actor.path, actor, actor.outputs, actor.file_outs)
                 actor.members = [a for a in children if a.owner is actor]
                 actor.seeds = child_seeds
         top = [local[id(n)] for n in graph.nodes]
@@ -208,6 +222,20 @@ class _Builder:
             if actor.control:
                 actor.members = [m for branch in actor.branches.values() for m in branch]
         return top, seeds
+
+
+def _file_out(declared: Any, producer: Actor, port: str, around: dict[str, FileOut], out: str) -> FileOut | None:
+    """How the copies a workflow output port `out` holds are made, when it carries files: it is
+    declared `File` (or `Resource`), or its producer's port is, or it feeds such an output of the
+    workflow around it (whose run's output port, if it feeds one, names them); None when it
+    carries other values."""
+    outer = around.get(out)
+    own = producer.spec.outputs.get(port) if producer.spec is not None else None
+    for t in (declared, own.type if own is not None else None):
+        if is_resource(t):
+            ext = t.ext if isinstance(t, Resource) else (own.ext if own is not None else "")
+            return ext, outer[1] if outer is not None else None
+    return outer
 
 
 def build_network(graph: Graph) -> Network:

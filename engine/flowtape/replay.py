@@ -41,7 +41,7 @@ from .tape import (
     read_tape,
 )
 from .values import digest, digest_values, preview_json
-from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header
+from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header, check_summary, ends
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
 
@@ -204,8 +204,14 @@ def plan_resume(
             )
         plan: ReplayPlan | None = None
         if trust.seals(data, summary.tape if summary is not None else None):
+            try:  # (what verify would hold a sealed tape to: run.json telling its story)
+                check_summary(summary, *ends(run_dir / TAPE))
+            except TraceCorruption as exc:
+                raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
             try:
                 plan = _trusted_plan(run_dir, data, at_step, net, workflow)
+            except ResumeRefused:  # (a ValueError too): said as the full path would say it
+                raise
             except (TraceCorruption, ValueError, msgspec.DecodeError, msgspec.ValidationError):
                 plan = None  # not what this Flowtape writes after all: the full path says why
         if plan is None:

@@ -20,7 +20,7 @@ from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorrup
 from .fits import fits, shaped
 from .fork import described, install_answers, plan_fork
 from .graph import Graph, WorkflowDef
-from .network import IMMUTABLE, LAZY, Item, Network, build_network
+from .network import IMMUTABLE, LAZY, Item, Network, Queue, build_network
 from .ports import type_name
 from .replay import ReplayPlan, plan_resume, shape_of, statics_of
 from .replayer import restore
@@ -55,7 +55,7 @@ class RunResult:
     firings: int
     error: ErrorInfo | None = None
     replay_stopped: list[Diverged] = field(default_factory=list)
-    leftovers: list[tuple[str, int]] = field(default_factory=list)
+    leftovers: list[tuple[str, int]] = field(default_factory=list)  # the ones that are news: not on a feedback edge
     stuck: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     exception: BaseException | None = None  # what the failed actor raised (for `run`'s RunFailed.__cause__)
@@ -90,14 +90,38 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
             )
 
 
-def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[str]]:
-    """Tokens left in queues with a consumer, and, when the run went quiet (`quiet`: it was not
-    stopped and did not fail), the actors that hold tokens yet can never fire: every one of their
-    actions lacks an input that nothing will fill any more."""
-    leftovers = [(q.id, len(q.items)) for q in net.queues if q.consumer is not None and q.items]
+def _feedback(queues: list[Queue]) -> set[Queue]:
+    """Those of `queues` on a cycle: their consumer's outputs lead back to their producer. A token
+    left in one when the run goes quiet is how a feedback loop ends (the last value fed back, with
+    nothing left to pair it with), not news."""
+    on_cycle: set[Queue] = set()
+    for q in queues:
+        seen: set[int] = set()
+        todo = [q.consumer]
+        while todo and q not in on_cycle:
+            a = todo.pop()
+            if a is None or a.index in seen:
+                continue
+            seen.add(a.index)
+            for outs in a.outputs.values():
+                if q in outs:
+                    on_cycle.add(q)
+                todo.extend(o.consumer for o in outs)
+    return on_cycle
+
+
+def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[str]]:
+    """Tokens left in queues with a consumer; of them, those that are news (not on a feedback
+    edge); and, when the run went quiet (`quiet`: it was not stopped and did not fail), the
+    actors that hold tokens that are news yet can never fire: every one of their actions lacks an
+    input that nothing will fill any more."""
+    left = [q for q in net.queues if q.consumer is not None and q.items]
+    leftovers = [(q.id, len(q.items)) for q in left]
+    feedback = _feedback(left)
+    news = [(q.id, len(q.items)) for q in left if q not in feedback]
     stuck: list[str] = []
     for actor in net.actors if quiet else ():
-        if not actor.inputs or actor.control or not any(q.items for q in actor.inputs.values()):
+        if not actor.inputs or actor.control or not any(q.items for q in actor.inputs.values() if q not in feedback):
             continue
         actions = actor.spec.actions if actor.spec is not None else []
         wants = [(a.name, a.consumes) for a in actions] or [("", dict.fromkeys(actor.inputs, 1))]
@@ -110,8 +134,8 @@ def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[str]]
             waits = ", ".join(map(repr, lacking[0][1]))
         else:
             waits = "; ".join(f"{name} on {', '.join(map(repr, missing))}" for name, missing in lacking)
-        stuck.append(f"{actor.path} can never fire: it waits on {waits} ({holding})")
-    return leftovers, stuck
+        stuck.append(f"{actor.path} waits on {waits}, which nothing will fill ({holding})")
+    return leftovers, news, stuck
 
 
 class _Signals:
@@ -187,9 +211,9 @@ def execute(
     if max_steps is not None and max_steps < 1:
         raise UsageError("max_steps must be at least 1")
     use_flow_module(getattr(flow.fn, "__module__", None))  # (its classes are named so on the tape: values.FLOW)
-    graph = flow.build()
-    net = build_network(graph)
     runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
+    graph = flow.build(runs_base)
+    net = build_network(graph)
     plan: ReplayPlan | None = None
     edited: list[Edited] = []  # a fork's edits (fork.py)
     if resume_from is not None:
@@ -203,11 +227,12 @@ def execute(
         seeded = {port: (LAZY, Raw(enc)) for port, enc in _raw_inputs(plan.inputs).items()}
         inputs_raw = plan.inputs
         if max_steps is not None and max_steps <= plan.at_step:
-            raise UsageError(f"max_steps (--max-steps) {max_steps} is not above the step resumed at ({plan.at_step}): nothing would run")
+            said = f"{max_steps} is not above the step resumed at ({plan.at_step}): nothing would run"
+            raise UsageError(f"max_steps {said}", cli=f"--max-steps {said}")
         max_workers = max_workers or plan.max_workers or None  # the recorded pool: the same order again
     else:
         if at_step is not None:
-            raise UsageError("--at-step needs --resume-from")
+            raise UsageError("at_step needs resume_from (the run to resume)", cli="--at-step needs --resume-from")
         if edits:
             raise UsageError("edits (--set) need --resume-from: a fork goes on from a recorded run")
         inputs = dict(inputs or {})
@@ -350,7 +375,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         if engine.broken is not None:
             status = "failed"
             error = ErrorInfo(message=f"Flowtape could not go on: {type(engine.broken).__name__}: {engine.broken}")
-        leftovers, stuck = _stuck(net, status == "succeeded")
+        leftovers, news, stuck = _stuck(net, status == "succeeded")
         end = End(
             status=status, outputs=outputs_raw, steps=engine.steps, firings=engine.seq, finishedAt=now_iso(),
             error=error, replayStopped=list(engine.diverged), leftovers=leftovers, stuck=stuck,
@@ -376,7 +401,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         summary.pid = None
         write_summary(run_dir, summary)
     return RunResult(
-        status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), leftovers, stuck,
+        status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), news, stuck,
         big_parameters_changed(net.actors) + [
             f"{count} firing(s) of {path} cannot be replayed ({reason}): a resume runs them live"
             for path, (count, reason) in engine.unreplayable.items()
@@ -409,10 +434,14 @@ def run(
     `--set` takes them; fork.py). Raises RunFailed when an actor fails
     (the error names its path, firing and line; what the actor raised is its `__cause__`) and
     RunStopped on Ctrl-C/SIGTERM. `out_dir` and wfpy's WFPY_IGNORED options are accepted for wfpy
-    compatibility and ignored: runs go to `runs_dir`, and every run is recorded."""
+    compatibility and ignored: every run is recorded. `out_dir` is wfpy's name for `runs_dir`."""
     unknown = sorted(set(wfpy_options) - WFPY_IGNORED)
     if unknown:
         raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
+    if out_dir is not None:
+        if runs_dir is not None and Path(runs_dir) != Path(out_dir):
+            raise TypeError("run() got both runs_dir and out_dir (wfpy's name for runs_dir): give one")
+        runs_dir = out_dir
     result = execute(
         flow, inputs, max_workers=max_workers, runs_dir=runs_dir, run_id=run_id, tape=tape, durable=durable,
         resume_from=resume_from, at_step=at_step, edits=edits,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 from msgspec import Raw
@@ -13,9 +12,9 @@ from . import trust
 from .errors import UsageError
 from .rundir import TAPE, read_summary
 from .seek import at_step_from_checkpoints, walk_to_step
-from .tape import End, Firing, Header, Step, Tape, decode_record
-from .values import preview_json
-from .verify import Rebuild, verify_run
+from .tape import End, Firing, Step, Tape
+from .values import preview_raw
+from .verify import Rebuild, check_summary, ends, verify_run
 
 
 class Tokens(msgspec.Struct):
@@ -79,7 +78,7 @@ class RunDetail(msgspec.Struct):
 
 
 def _previews(tokens: list[Raw], limit: int = 60) -> list[str]:
-    return [preview_json(msgspec.json.decode(t), limit) for t in tokens]
+    return [preview_raw(t, limit) for t in tokens]
 
 
 def detail_of(run_dir: Path, number: int, progress: Callable[[int, int], None] | None = None) -> StepDetail:
@@ -90,25 +89,14 @@ def detail_of(run_dir: Path, number: int, progress: Callable[[int, int], None] |
     if summary is not None and summary.tape is not None and summary.status != "running":
         path = run_dir / TAPE
         if trust.file_sealed(path, summary.tape):
-            with open(path, "rb") as fh:
-                header = decode_record(fh.readline().rstrip(b"\n"))
-                try:
-                    end: object = decode_record(_last_line(fh))
-                except (msgspec.DecodeError, msgspec.ValidationError):  # a last line over a megabyte
-                    end = None
-            if isinstance(end, End) and not 1 <= number <= end.steps:  # the sealed tape says, not run.json
+            header, end = ends(path)
+            check_summary(summary, header, end)  # (as verify would: run.json edited since is refused)
+            if end is not None and not 1 <= number <= end.steps:  # the sealed tape says, not run.json
                 raise UsageError(f"step {number} is out of range: run {summary.id} {steps_held(end.steps)}")
-            at = at_step_from_checkpoints(path, header, number) if isinstance(header, Header) else None
+            at = at_step_from_checkpoints(path, header, number)
             if at is not None:
                 return _describe(at.rebuild, at.step, at.firings)
     return step_detail(load(run_dir, progress), number)
-
-
-def _last_line(fh: BinaryIO) -> bytes:
-    size = fh.seek(0, 2)
-    fh.seek(max(size - (1 << 20), 0))
-    tail = fh.read()
-    return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
 
 
 def steps_held(total: int, low: int = 1) -> str:
@@ -152,10 +140,10 @@ def format_detail(d: StepDetail) -> str:
         lines.append(f"    {q.queue}: {q.size}" + (f"  [{', '.join(shown)}{', …' if q.size > len(shown) else ''}]" if q.size else ""))
     lines.append("  every actor after the step (fire count, state):")
     for a in d.states:
-        state = "no state kept" if a.state is None else preview_json(msgspec.json.decode(a.state), 200)
+        state = "no state kept" if a.state is None else preview_raw(a.state, 200)
         lines.append(f"    {a.actor}: fired {a.fireCount} · {state}")
     for c in d.chat:
-        lines.append(f"  chat added by {c.actor}: {preview_json(msgspec.json.decode(c.messages), 300)}")
+        lines.append(f"  chat added by {c.actor}: {preview_raw(c.messages, 300)}")
     return "\n".join(lines)
 
 

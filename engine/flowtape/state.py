@@ -3,6 +3,7 @@ changes), what the tape keeps of it after a firing, and putting a recorded state
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from datetime import date, time, timedelta
 from decimal import Decimal
@@ -136,7 +137,7 @@ def _places(value: Any, where: str, seen: set[int]) -> Iterator[tuple[Any, str]]
                 todo.extend((x, f"{at}[{_key(k)}]") for k, x in v.items() if type(x) not in IMMUTABLE)
             if not IMMUTABLE.issuperset(map(type, v)):  # an object as a key, held elsewhere too
                 todo.extend((k, f"{at} key {_key(k)}") for k in v if type(k) not in IMMUTABLE)
-        elif isinstance(v, (list, tuple, set, frozenset)):
+        elif isinstance(v, (list, tuple, set, frozenset, deque)):
             if not IMMUTABLE.issuperset(map(type, v)):
                 todo.extend((x, f"{at}[{i}]") for i, x in enumerate(v) if type(x) not in IMMUTABLE)
         else:

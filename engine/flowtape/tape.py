@@ -313,9 +313,18 @@ def expand(written: Written) -> tuple[Record, ...]:
     return (written,)
 
 
+def decode_written(raw: bytes) -> Written:
+    """What one line holds; a msgspec.DecodeError for a line that holds none (a value nested too
+    deep for msgspec, or for Python's recursion, included)."""
+    try:
+        return _line_decoder.decode(raw)
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
+
+
 def decode_line(raw: bytes) -> tuple[Record, ...]:
     """The records of one line (msgspec errors for a line that holds none)."""
-    return expand(_line_decoder.decode(raw))
+    return expand(decode_written(raw))
 
 
 def resolve_state(firing: Firing, states: dict[str, Raw]) -> None:
@@ -335,10 +344,17 @@ def resolve_state(firing: Firing, states: dict[str, Raw]) -> None:
         states[firing.actor] = firing.state
 
 
+TOO_DEEP = "a value in it is nested too deeply to read"
+
+
 def decode_record(raw: bytes) -> Record:
     """A header, checkpoint, divergence or end line's record (and older tapes' lines; a simple
-    firing's line holds two records: `decode_line`)."""
-    return _decoder.decode(raw)
+    firing's line holds two records: `decode_line`); a msgspec.DecodeError for a line that is none (msgspec's own depth
+    limit, a RecursionError, included: a value nested a thousand deep is a bad line, not a crash)."""
+    try:
+        return _decoder.decode(raw)
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
 
 
 def _unmarked(body: bytes) -> bytes:
@@ -558,7 +574,7 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
 
 def _is_end(raw: bytes) -> bool:
     try:
-        return isinstance(_decoder.decode(raw), End)
+        return isinstance(decode_record(raw), End)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False
 
@@ -584,11 +600,11 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
         records = _many_decoder.decode(b"[" + b",".join(raw_lines) + b"]")
         if len(records) != len(raw_lines):  # a line holding two records: find it line by line
             raise msgspec.DecodeError("a line holds more than one record")
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         records = []
         for number, raw in enumerate(raw_lines, start=1):
             try:
-                records.append(_line_decoder.decode(raw))
+                records.append(decode_written(raw))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise TraceCorruption(f"unreadable record ({_why_unreadable(raw, number, exc)})", number, "well-formed records") from None
     if raw_lines and raw_lines[0].endswith(b"\r"):

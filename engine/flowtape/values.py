@@ -33,8 +33,10 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
+from . import stdstate
+
 __all__ = ["NotEncodable", "Opaque", "canonical", "decode", "digest", "digest_values", "encode",
-           "from_json", "preview", "preview_json", "to_json"]
+           "from_json", "preview", "preview_json", "preview_raw", "to_json"]
 
 TAG = "$t"
 MAX_DEPTH = 200
@@ -106,11 +108,16 @@ def use_flow_module(name: str | None) -> None:
         _REFS.clear()
 
 
+_checking = threading.local()  # `on` while `check` rebuilds a value: classes beyond builtins are not looked up
+
+
 def _lookup(ref: object) -> type | None:
     """Resolve "module:Qualname" through sys.modules only, never importing anything."""
     if not isinstance(ref, str):
         return None
     mod_name, _, qual = ref.partition(":")
+    if mod_name != "builtins" and getattr(_checking, "on", False):
+        return None  # (whether a module is imported must not change what a check says)
     if _flow_module is not None and (mod_name == FLOW or (mod_name.startswith(_LEGACY_FLOW) and mod_name not in sys.modules)):
         mod_name = _flow_module
     obj: object = sys.modules.get(mod_name)
@@ -264,26 +271,40 @@ def _list(items: Iterable[Any], d: int, active: set[int]) -> list[object]:
 def _dict(v: dict[Any, Any], d: int, active: set[int], attrs: bool = False) -> object:
     # Pair form keeps non-str keys and keeps user dicts from ever looking like tags; like plain
     # objects, pairs keep the dict's insertion order.
-    plain = TAG not in v and all(type(k) is str for k in v)
+    if TAG in v or not all(type(k) is str for k in v):
+        return {TAG: "dict", "v": _pairs(v, d, active)}
     out: dict[str, object] = {}
+    k: Any = None
+    try:
+        for k, x in v.items():
+            out[k] = x if type(x) in _SCALAR else _conv(x, d, active)
+    except NotEncodable as e:
+        raise e.with_prefix(f".{k}" if attrs else f"[{preview(k, 40)}]") from None
+    return out
+
+
+def _pairs(v: dict[Any, Any], d: int, active: set[int]) -> list[list[object]]:
     pairs: list[list[object]] = []
     k: Any = None
     in_key = False
     try:
         for k, x in v.items():
-            if plain:
-                out[k] = x if type(x) in _SCALAR else _conv(x, d, active)
-                continue
             in_key = True
             ck = _conv(k, d, active)
             in_key = False
             pairs.append([ck, _conv(x, d, active)])
     except NotEncodable as e:
-        where = "[<key>]" if in_key else f".{k}" if attrs and type(k) is str else f"[{preview(k, 40)}]"
-        raise e.with_prefix(where) from None
-    if plain:
-        return out
-    return {TAG: "dict", "v": pairs}
+        raise e.with_prefix("[<key>]" if in_key else f"[{preview(k, 40)}]") from None
+    return pairs
+
+
+def _std(v: Any, d: int, active: set[int]) -> object:
+    def factory(made: Any) -> object:
+        if not isinstance(made, type):
+            raise NotEncodable(f"a defaultdict whose factory is a {type(made).__name__} cannot be saved (give it a class: list, int...)")
+        return _conv(made, d, active)
+
+    return stdstate.encode(v, TAG, lambda m: _pairs(m, d, active), lambda it: _list(it, d, active), factory)
 
 
 def _set(v: set[Any] | frozenset[Any], d: int, active: set[int]) -> object:
@@ -319,6 +340,7 @@ _BY_TYPE: dict[type, Callable[[Any, int, set[int]], object]] = {
     timedelta: lambda v, d, a: {TAG: "timedelta", "v": [v.days, v.seconds, v.microseconds]},
     Decimal: lambda v, d, a: {TAG: "decimal", "v": str(v)},
     UUID: lambda v, d, a: {TAG: "uuid", "v": str(v)},
+    **dict.fromkeys(stdstate.TYPES, _std),
 }
 
 
@@ -344,6 +366,12 @@ def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
     if isinstance(v, tuple) and hasattr(t, "_fields"):  # NamedTuple: must come back as its class
         return {TAG: "namedtuple", "cls": _ref(t), "v": _list(v, d, active)}
     ref, fields, slots = _plan(t)
+    if stdstate.own_state(t):  # it says its state itself, as pickle would ask it to
+        try:
+            state = v.__getstate__()
+        except Exception as exc:  # noqa: BLE001 - whatever the flow's own __getstate__ raises
+            raise NotEncodable(f"{t.__name__}.__getstate__ raised {type(exc).__name__}: {exc}") from None
+        return {TAG: "object", "cls": ref, "state": _conv(state, d, active)}
     if fields is not None:
         # Unset init=False fields and empty slots are skipped rather than failing.
         got = {n: x for n in fields if (x := getattr(v, n, _MISSING)) is not _MISSING}
@@ -401,7 +429,7 @@ def _sorted_pairs(data: Any) -> Any:
     if t is not dict:
         return data
     tag = data.get(TAG)
-    if tag == "dict" and type(data.get("v")) is list:
+    if (tag == "dict" or tag in stdstate.UNORDERED) and type(data.get("v")) is list:
         pairs = [_sorted_pairs(p) for p in data["v"]]
         pairs.sort(key=lambda p: _enc_sorted(p[0]) if type(p) is list and p else b"")
         return {**data, "v": pairs}
@@ -425,14 +453,66 @@ def from_json(data: Any) -> object:
         raise ValueError(f"malformed tagged value: {tag!r} is not a tag")
     try:
         return _untag(tag, data)
-    except (TypeError, KeyError, AttributeError, IndexError) as e:
-        raise ValueError(f"malformed {tag!r} value: {e}") from e
+    except (TypeError, KeyError, AttributeError, IndexError, ArithmeticError, ValueError) as e:  # (Decimal("abc"), a huge timedelta)
+        if isinstance(e, ValueError) and str(e).startswith("malformed "):
+            raise  # said where it is
+        raise ValueError(f"malformed {_cut(tag, 40)!r} value: {_cut(str(e), 200)}") from None
 
 
 def decode(raw: bytes | str) -> object:
     """Inverse of encode."""
     data = _dec(raw)
     return from_json(data) if _maybe_tagged(raw) else data
+
+
+# How deep a value's JSON may nest: encode nests a value at most MAX_DEPTH levels, and each level
+# takes at most three in JSON (a dict tag's list of pairs, then a pair). Deeper, no reader could
+# walk it within Python's recursion limit.
+DEPTH_LIMIT = 3 * MAX_DEPTH + 8
+
+
+def check(raw: bytes) -> None:
+    """Raise ValueError, saying why, unless `raw` is a value every reader can rebuild: JSON in
+    UTF-8 with numbers in range, nested at most DEPTH_LIMIT levels, each tag of the shape its
+    payload must have (a timedelta's three whole numbers, base64 bytes, a decimal's digits...).
+    Classes other than builtins are not looked up (an object of one is taken as it would be
+    without its class loaded): the verdict is the same whatever the process has imported."""
+    try:
+        data = _dec(raw)
+    except RecursionError:
+        raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels") from None
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"it is no JSON value: {exc}") from None
+    if raw.count(b"[") + raw.count(b"{") > DEPTH_LIMIT and _depth(data) > DEPTH_LIMIT:
+        raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels")
+    if not _maybe_tagged(raw):
+        return
+    _checking.on = True
+    try:
+        from_json(data)
+    except RecursionError:
+        raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels") from None
+    finally:
+        _checking.on = False
+
+
+def _depth(data: Any) -> int:
+    """How deep JSON data nests, walked without recursion."""
+    deepest = 0
+    todo = [(data, 1)]
+    while todo:
+        x, d = todo.pop()
+        if type(x) is list:
+            items: Iterable[Any] = x
+        elif type(x) is dict:
+            items = x.values()
+        else:
+            continue
+        deepest = max(deepest, d)
+        if d > DEPTH_LIMIT:
+            return d
+        todo.extend((y, d + 1) for y in items if type(y) in (list, dict))
+    return deepest
 
 
 _NEEDLES: Any = ("$", "$t", "$\\u", "\\", "\\u0024")
@@ -479,6 +559,11 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     leaf = _LEAVES.get(tag)
     if leaf is not None:
         return leaf(v)
+    if tag in stdstate.TAGS:
+        if isinstance(d.get("factory"), dict) and getattr(_checking, "on", False):
+            from_json(d["factory"])  # (a class not looked up while checking: the factory is checked as a value)
+            d = {**d, "factory": None}
+        return stdstate.rebuild(tag, d, from_json)
     if tag == "datetime" or tag == "time":
         got = (datetime if tag == "datetime" else time).fromisoformat(v)
         if isinstance(d.get("tz"), str):
@@ -496,6 +581,8 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     ref = d.get("cls")
     if not isinstance(ref, str):
         ref = f"?{tag}"  # unknown tag from a newer writer: keep it as Opaque, never guess
+    if tag == "object" and "state" in d:
+        return _with_state(ref, d)
     payload = from_json(v)
     extra: Any = from_json(d.get("slots") or {})
     if isinstance(d.get("more"), dict):
@@ -516,6 +603,22 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     if extra and isinstance(payload, dict):
         payload = {**payload, **extra}
     return Opaque(ref, payload, d)
+
+
+def _with_state(ref: str, d: dict[str, Any]) -> object:
+    """An object of a class that says its state itself, given that state (its `__setstate__`)."""
+    state = from_json(d["state"])
+    cls = _lookup(ref)
+    if cls is None:
+        return Opaque(ref, state, d)
+    if not _own(cls):
+        raise ValueError(_not_own(ref))
+    obj: Any = object.__new__(cls)
+    try:
+        stdstate.restore_state(obj, state)
+    except Exception as exc:  # noqa: BLE001 - whatever the flow's own __setstate__ raises
+        raise ValueError(f"{ref}.__setstate__ raised {type(exc).__name__}: {exc}") from None
+    return obj
 
 
 def _rebuild(tag: str, cls: type, payload: Any, extra: dict[str, Any]) -> object:
@@ -616,9 +719,12 @@ def _show_tag(tag: str, x: dict[str, Any], v: Any, limit: int, depth: int) -> st
         open_, close = _SHAPES.get(tag, (f"{name}(", ")"))
         close = ",)" if tag == "tuple" and len(v) == 1 else close
         return _join((_show(y, limit, depth, True) for y in v), open_, close, limit)
-    if tag == "dict":
+    if tag == "dict" or tag in stdstate.TAGS:
+        label = {"odict": "OrderedDict(", "counter": "Counter(", "defaultdict": "defaultdict(", "deque": "deque("}.get(tag, "")
+        if tag == "deque":
+            return _join((_show(y, limit, depth, True) for y in v), "deque([", "])", limit)
         pairs = (f"{_show(k, limit, depth, True)}: {_show(y, limit, depth, True)}" for k, y in v)
-        return _join(pairs, "{", "}", limit)
+        return _join(pairs, label + "{", "}" + (")" if label else ""), limit)
     if tag == "path":
         return f"{name or 'Path'}({v!r})"
     if tag == "enum":
@@ -640,4 +746,14 @@ def preview(value: object, limit: int = 80, *, _tagged: bool = False) -> str:
 
 def preview_json(data: object, limit: int = 80) -> str:
     """Preview tagged JSON without decoding it (its classes may not be loaded); never raises."""
+    return preview(data, limit, _tagged=True)
+
+
+def preview_raw(raw: bytes | msgspec.Raw, limit: int = 80) -> str:
+    """Preview a recorded value from its encoding; never raises (an encoding that is no JSON, a
+    tape's edit, say, is said to be one)."""
+    try:
+        data = _dec(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return "<a value that cannot be read>"
     return preview(data, limit, _tagged=True)

@@ -13,7 +13,7 @@ from msgspec import Raw
 
 from . import edits, trust
 from .errors import TraceCorruption
-from .rundir import TAPE, check_not_cut_short, read_summary, valid_run_id
+from .rundir import TAPE, RunSummary, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
     END_STATUSES,
     MAX_WORKERS,
@@ -32,13 +32,14 @@ from .tape import (
     Step,
     Tape,
     chain_seed,
+    decode_record,
     gc_paused,
     graph_fingerprint,
     read_tape,
     resolve_state,
     split_hash,
 )
-from .values import canonical, digest
+from .values import canonical, check, digest
 
 
 class Rebuild:
@@ -177,6 +178,10 @@ class Rebuild:
             q = self._queue(index, n)
             if (f.actor, index, False) not in self._wired:
                 self._check_wired(f.actor, index, False, n)
+            if self.full_checks:
+                for i, token in enumerate(tokens):
+                    rebuildable(token, n, f"firing {f.fireCount} of {f.actor} puts into {self.header.queues[index]} a token "
+                                          f"({i + 1} of {len(tokens)}) that")
             q.extend(tokens)
         if self.answers and f.actor in self.answers and not f.replayed:
             try:
@@ -198,6 +203,10 @@ class Rebuild:
                                   "a state edit gives a state from the actor's last one") from None
         except ValueError as exc:
             raise TraceCorruption(str(exc), n, "a state edit gives a state from the actor's last one") from None
+        if self.full_checks and f.state:
+            rebuildable(f.state, n, f"the state of {f.actor} after its firing {f.fireCount}")
+        if self.full_checks and f.chat:
+            rebuildable(f.chat, n, f"the chat firing {f.fireCount} of {f.actor} added")
         if f.chat:
             self.chats.setdefault(f.actor, []).append(f.chat)
 
@@ -391,6 +400,17 @@ class Rebuild:
         )
 
 
+REBUILDABLE = "recorded values can be rebuilt"
+
+
+def rebuildable(raw: Raw | bytes, n: int, what: str) -> None:
+    """Refuse a recorded value no reader could rebuild (values.check), naming what it is."""
+    try:
+        check(bytes(raw))
+    except ValueError as exc:
+        raise TraceCorruption(f"{what} cannot be rebuilt: {exc}", n, REBUILDABLE) from None
+
+
 def seeded(header: Header) -> list[tuple[int, bytes]]:
     """The tokens no record puts: each input's, on every queue it feeds (`$.P->x.Y`, and an output
     it is wired straight to, `seededOutputs`), as (queue index, encoded token)."""
@@ -427,9 +447,11 @@ def check_header(header: Header) -> None:
             f"tape format version {header.version}; this Flowtape reads versions {known}", 1, "a known format version"
         )
     try:
-        msgspec.json.decode(header.inputs, type=dict[str, Raw])
+        inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw])
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise TraceCorruption("the header's inputs are not an object of input ports", 1, "a well-formed header") from None
+    for port, raw in inputs.items():
+        rebuildable(raw, 1, f"the header's input {port!r}")
     if header.graph != graph_fingerprint(header.actors, header.queues):
         raise TraceCorruption("the header's graph fingerprint is not that of its actors and queues", 1, "a well-formed header")
     if not valid_run_id(header.runId):
@@ -521,8 +543,66 @@ def verify_run(run_dir: Path, warn: bool = True, progress: Callable[[int, int], 
     """`verify` a run directory's tape, and hold it to its run.json's word that the run ended (a
     tape cut short, see check_not_cut_short): what show, resume and the language server rely on."""
     tape, rebuild = verify(run_dir / TAPE, warn=warn, progress=progress)
-    check_not_cut_short(read_summary(run_dir), tape, rebuild.step)
+    summary = read_summary(run_dir)
+    check_not_cut_short(summary, tape, rebuild.step)
+    check_summary(summary, tape.header, tape.end)
+    if summary is not None:
+        from .fork import fork_edits  # (fork.py plans resumes: it stands above this module)
+
+        made = fork_edits(tape)
+        if summary.edits != made:
+            raise TraceCorruption(f"run.json disagrees with the tape, which holds together: edits {summary.edits} "
+                                  f"(the tape: {made}) (run.json was edited, or copied from another run)", 0, RUN_JSON)
     return tape, rebuild
+
+
+RUN_JSON = "run.json tells the tape's story"
+
+
+def check_summary(summary: RunSummary | None, header: Header, end: End | None) -> None:
+    """`runs` lists what run.json says: it must tell the tape's story, not an edited or stale one
+    (every reader holds it to the tape, so that none tells what another refuses)."""
+    if summary is None:
+        return
+    told: list[tuple[str, object, object]] = [("id", summary.id, header.runId), ("workflow", summary.workflow, header.workflow)]
+    stale = summary.status == "running"  # (the run died after its end record, before run.json said so)
+    if end is not None and not stale:
+        told += [("status", summary.status, end.status), ("steps", summary.steps, end.steps),
+                 ("firings", summary.firings, end.firings)]
+    wrong = [f"{name} {said!r} (the tape: {held!r})" for name, said, held in told if said != held]
+    if end is not None and not stale and _json_of(summary.outputs or b"{}") != _json_of(end.outputs):
+        wrong.append("other outputs than the tape's end record")
+    if wrong:
+        raise TraceCorruption(f"run.json disagrees with the tape, which holds together: {'; '.join(wrong)} "
+                              "(run.json was edited, or copied from another run)", 0, RUN_JSON)
+
+
+def ends(path: Path) -> tuple[Header, End | None]:
+    """A tape's header and end record (None: it has none, or one over a megabyte), read from its
+    first and last lines only: for a sealed tape, which needs no other look."""
+    with open(path, "rb") as fh:
+        first = fh.readline().rstrip(b"\n")
+        size = fh.seek(0, 2)
+        fh.seek(max(size - (1 << 20), 0))
+        last = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    try:
+        header: object = decode_record(first)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        header = None
+    if not isinstance(header, Header):
+        raise TraceCorruption("the first record is not a header", 1, "header first")
+    try:
+        end: object = decode_record(last)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        end = None
+    return header, end if isinstance(end, End) else None
+
+
+def _json_of(raw: bytes | Raw) -> object:
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return raw
 
 
 def check_run(run_dir: Path) -> int:
@@ -531,5 +611,6 @@ def check_run(run_dir: Path) -> int:
     many steps it holds."""
     summary = read_summary(run_dir)
     if summary is not None and summary.tape is not None and trust.file_sealed(run_dir / TAPE, summary.tape):
+        check_summary(summary, *ends(run_dir / TAPE))
         return summary.steps
     return verify_run(run_dir, warn=False)[1].step

@@ -14,7 +14,7 @@ from flowtape.errors import TraceCorruption
 from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps, records_from
 from flowtape.show import steps_held
 from flowtape.tape import Firing, Header, Step
-from flowtape.values import preview_json
+from flowtape.values import preview_raw
 from lsprotocol import types as lsp
 
 from . import protocol as P
@@ -31,7 +31,7 @@ SHOWN_RUNS = 10  # runs named in the message of `flowtape.showRuns`
 
 
 def _previews(tokens: list[msgspec.Raw], limit: int = 60, most: int = 20) -> list[str]:
-    shown = [preview_json(msgspec.json.decode(t), limit) for t in tokens[:most]]
+    shown = [preview_raw(t, limit) for t in tokens[:most]]
     if len(tokens) > most:
         shown.append(f"… {len(tokens) - most} more")
     return shown
@@ -46,10 +46,10 @@ def describe(run: Run, at: AtStep) -> P.StepDetailResult:
     queues = [P.QueueState(queue=names[i], size=len(q), tokens=_previews(list(islice(q, 5)))) for i, q in enumerate(rebuild.queues)]
     states = [
         P.ActorState(actor=a.path, fireCount=rebuild.fire_counts.get(a.path, 0),
-                     state=preview_json(msgspec.json.decode(rebuild.states[a.path]), 200) if a.path in rebuild.states else None)
+                     state=preview_raw(rebuild.states[a.path], 200) if a.path in rebuild.states else None)
         for a in header.actors
     ]
-    chat = [P.ChatEntry(actor=f.actor, chat=preview_json(msgspec.json.decode(f.chat), 300)) for f, _ in at.firings if f.chat]
+    chat = [P.ChatEntry(actor=f.actor, chat=preview_raw(f.chat, 300)) for f, _ in at.firings if f.chat]
     s = at.step
     return P.StepDetailResult(
         runId=run.run_id, step=s.step, actor=s.actor, actorKind=s.kind, fireCount=s.fireCount, journalSeq=s.journalSeq,

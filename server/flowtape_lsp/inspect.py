@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from flowtape.rundir import read_summary
 from flowtape.tape import ActorInfo, Header
-from flowtape.values import preview_json
+from flowtape.values import preview_raw
 from lsprotocol import types as lsp
 
 from . import protocol as P
@@ -90,7 +90,7 @@ def _view_of(run_id: str, header: Header, step: int, total: int, counts: dict[st
     actors = []
     for actor in header.actors:
         raw = states.get(actor.path)
-        state = preview_json(msgspec.json.decode(raw), 300) if raw else None
+        state = preview_raw(raw, 300) if raw else None
         actors.append(ActorView(actor, counts.get(actor.path, 0), state))
     return View(run_id, step, total, actors, _files_of(header))
 
@@ -112,9 +112,28 @@ class Inspector:
         self.selected: dict[str, tuple[str, int]] = {}  # flow file (file_key) -> (run id, step)
         self._views: dict[str, View] = {}  # flow file (file_key) -> view of the selection
         self._last: dict[str, View] = {}  # finished runs' views at their last step, by run id
+        # Selections are numbered as they arrive; one is shown only if it is still the latest of
+        # its flow once its view is built. Views take their own time (a step far from a checkpoint
+        # is rebuilt for longer than the last step), so the last selection to finish need not be
+        # the last one sent, and it is the last one sent that the stepper shows.
+        self._sent = 0
+        self._latest: dict[str, int] = {}  # flow file (file_key) -> number of its latest selection
 
-    async def select(self, run: Run, step: int) -> None:
+    def arrived(self, run: Run) -> int:
+        """Number a selection in `run`'s flow as it arrives (before anything is awaited)."""
+        self._sent += 1
+        self._latest[file_key(run.uri)] = self._sent
+        return self._sent
+
+    def superseded(self, run: Run, ticket: int) -> bool:
+        return self._latest.get(file_key(run.uri)) != ticket
+
+    async def select(self, run: Run, step: int, ticket: int) -> None:
+        if self.superseded(run, ticket):
+            return  # a newer one came in while this one waited: not worth building
         view = await asyncio.to_thread(_view, run, step)
+        if self.superseded(run, ticket):
+            return
         self.selected[file_key(run.uri)] = (run.run_id, step)
         self._views.pop(file_key(run.uri), None)  # (the latest selection is found first)
         self._views[file_key(run.uri)] = view
@@ -200,10 +219,11 @@ def register(server: FlowtapeServer) -> None:
         try:
             p = P.decode_params(params, P.SelectStepParams)
             run = server.manager.get(p.runId)
+            ticket = inspector.arrived(run)  # in the order sent: nothing was awaited yet
             index = await server.manager.ready(run)
             if p.step > index.steps:
                 raise P.not_found(f"step {p.step} is out of range: run {run.run_id} has steps 0 to {index.steps}")
-            await inspector.select(run, p.step)
+            await inspector.select(run, p.step, ticket)
         except Exception as exc:  # noqa: BLE001 - a notification has no response: tell the user instead
             message = getattr(exc, "message", None) or str(exc)
             server.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"flowtape/selectStep: {message}"))

@@ -20,7 +20,19 @@ import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE, read_summary, write_summary
 from flowtape.seek import AtStep, records_from, top_of, walk_to_step
-from flowtape.tape import Chain, Diverged, End, Firing, Header, Line, Record, Step, decode_line, gc_paused
+from flowtape.tape import (
+    Chain,
+    Diverged,
+    End,
+    Firing,
+    Header,
+    Line,
+    Record,
+    Step,
+    decode_line,
+    decode_record,
+    gc_paused,
+)
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
 
@@ -29,8 +41,6 @@ SNAPSHOT_EVERY = 256  # initial spacing of rebuilt-state snapshots (doubles when
 MAX_SNAPSHOTS = 512
 CHUNK = 4 << 20
 CHUNK_TOKENS = 512
-
-_decoder = msgspec.json.Decoder(Record)
 
 
 class ChunkQueue:
@@ -124,12 +134,12 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
     (not finished, not the last step, or firings recorded after it): read the tape instead."""
     try:
         with open(path, "rb") as fh:
-            header = _decoder.decode(fh.readline())
+            header = decode_record(fh.readline())
             body = fh.tell()
             size = fh.seek(0, os.SEEK_END)
             end_at = _line_start(fh, size - 1, body)
             fh.seek(end_at)
-            end = _decoder.decode(fh.read(size - end_at).rstrip(b"\n"))
+            end = decode_record(fh.read(size - end_at).rstrip(b"\n"))
             if not isinstance(header, Header) or not isinstance(end, End) or end.final is None or end.steps != number:
                 return None
             found, span = None, 1 << 16
