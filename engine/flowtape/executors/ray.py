@@ -1,0 +1,297 @@
+"""The Ray executor: each live firing of a task, agent or tool runs as a Ray task on a cluster.
+
+Why Ray *tasks*, with the actor's object sent along, rather than one Ray actor per Flowtape
+actor: the driver stays the one owner of every actor's state. A guard (which runs on the driver,
+under the engine's lock) reads the state the last firing left; a firing whose worker dies is
+retried from exactly the state before it (a Ray actor that dies takes its state with it); a
+resume puts recorded states back on the driver and replays without touching the cluster; and a
+flow of fifty actors needs as many worker processes as the cluster has CPUs, not fifty. The price
+is that the object travels with each firing (pickled both ways): keep big read-only data out of
+an actor's fields, or load it inside the action.
+
+What crosses: the actor's object, the firing's input values and its outputs, through Ray's
+object store (big ones are not copied through the driver more than the tape needs: the driver
+encodes every output for the tape, as it does with threads; nothing pickled is ever written)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import socket
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from ..errors import FlowtapeError, UsageError
+from ..firing import Outcome, Plan, execute
+from ..model import TaskSpec, spec_of
+from ..network import IMMUTABLE, Actor
+from ..sites import REMOTE, Site, traceback_site
+from ..tools import ToolStopped
+from ..values import NotEncodable, encode
+
+try:
+    import ray
+    import ray.exceptions as rex
+    from ray import cloudpickle
+except ImportError:  # pragma: no cover - said plainly, with the extra to install
+    raise UsageError("--executor ray needs Ray, which is not installed: pip install 'flowtape[ray]'") from None
+
+# A firing whose worker died (its process killed, its node lost) is sent again at most this many
+# times. Nothing of it is on the tape yet (a firing is recorded only once its result is back), so
+# a retry can never repeat a recorded firing; what its action did outside Flowtape (a file a
+# tool wrote, a model call) may happen again.
+RETRIES = 2
+POLL = 0.1  # seconds between looks at the run's stop flag while a firing runs remotely
+_DIED = (rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError, rex.OwnerDiedError, rex.LocalRayletDiedError)
+# never uploaded with the flow's folder: runs, environments, repositories, caches
+EXCLUDES = [".flowtape/", ".git/", ".venv/", "venv/", "node_modules/", "__pycache__/", "*.pyc"]
+SHARED_MARK = ".flowtape-shared"
+PROBE_TIMEOUT = 5.0  # seconds to wait for a head's port to answer
+
+
+class FiringCancelled(ToolStopped):  # noqa: N818 - like a stopped tool: the firing did not happen
+    """The run's stop cancelled this firing on the cluster: its tokens go back, the run ends stopped."""
+
+
+@dataclass
+class Job:
+    """One firing, as a worker needs it."""
+
+    path: str
+    obj: Any
+    action: str | None  # a task's action, by name (an agent or tool has none)
+    values: list[Any]
+    fire_count: int
+    wired: list[str]  # the output ports something consumes
+    work_dir: str
+    base_dir: str
+    shared: str | None = None  # a tool's: the token the run wrote in its work folder
+
+
+@dataclass
+class Done:
+    outputs: list[tuple[str, Any]]
+    chat: list[dict[str, str]] | None
+    attrs: dict[str, Any]  # the actor's attributes as the action left them
+
+
+@dataclass
+class Raised:
+    exc: BaseException
+    traceback: str
+    site: Site | None
+
+
+@dataclass
+class _Stand:
+    """On the worker: the few things of a network Actor that firing.execute reads."""
+
+    path: str
+    spec: TaskSpec
+    obj: Any
+    fire_count: int
+    outputs: dict[str, None]
+
+
+def fire(job: Job) -> Done | Raised:
+    """Runs on a Ray worker: one firing's action, as the thread executor runs it."""
+    spec = spec_of(job.obj)
+    assert spec is not None
+    action = next((a for a in spec.actions if a.name == job.action), None) if job.action is not None else None
+    stand = _Stand(job.path, spec, job.obj, job.fire_count, dict.fromkeys(job.wired))
+    try:
+        if job.shared is not None:
+            _check_shared(Path(job.work_dir), job.shared)
+        outcome = execute(cast(Actor, stand), Plan(action, [], job.values), Path(job.work_dir), Path(job.base_dir))
+    except BaseException as exc:  # noqa: BLE001 - the driver fails the firing with it
+        story = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return Raised(_portable(exc), story, traceback_site(exc))
+    return Done(outcome.outputs, outcome.chat, dict(vars(job.obj)))
+
+
+def _check_shared(work_dir: Path, token: str) -> None:
+    mark = work_dir / SHARED_MARK
+    try:
+        seen = mark.read_text(encoding="utf-8")
+    except OSError:
+        seen = ""
+    if seen != token:
+        raise FlowtapeError(
+            f"this worker ({ray.util.get_node_ip_address()}) does not see the run's work folder {work_dir}: a @tool "
+            "actor on a cluster writes its files there, so the runs directory (--runs-dir) must be on a folder every "
+            "node shares at the same path"
+        )
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The exception itself when it can travel back to the driver, else one that says the same."""
+    try:
+        cloudpickle.dumps(exc)
+        return exc
+    except Exception:  # noqa: BLE001 - whatever pickling an odd exception raises
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str | None, *, base_dir: Path, runs_dir: Path) -> None:
+        self.address = address
+        self.base_dir = base_dir
+        self.runs_dir = runs_dir
+        self.stopping: Callable[[], bool] = lambda: False
+        self._lock = threading.Lock()
+        self._remote: Any = None
+        self._ours = False  # whether this run connected (so it disconnects, and stops a local instance it started)
+        self._shared: str | None = None
+
+    def watch(self, stopping: Callable[[], bool]) -> None:
+        self.stopping = stopping  # a stop cancels the firings under way on the cluster
+
+    def start(self) -> None:
+        with self._lock:
+            if self._remote is not None:
+                return
+            for module in _flow_modules():  # loaded by path: no worker can import it by name
+                cloudpickle.register_pickle_by_value(module)
+            if not ray.is_initialized():  # (else: the caller's own Ray session, used as it is)
+                try:
+                    self._init()
+                except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
+                    where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+                    raise UsageError(f"cannot start the run on {where}: {_first_line(exc)}") from None
+                self._ours = True
+            self._remote = ray.remote(max_retries=0, num_cpus=1)(fire)
+
+    def _init(self) -> None:
+        runtime_env = {"working_dir": str(self.base_dir), "excludes": EXCLUDES + self._runs_excluded()}
+        if self.address is None:  # a fresh local instance, never one someone else started on this machine
+            ray.init(address="local", include_dashboard=False, runtime_env=runtime_env, logging_level=logging.WARNING)
+        else:
+            _reachable(self.address)
+            ray.init(address=self.address, runtime_env=runtime_env, logging_level=logging.WARNING)
+
+    def _runs_excluded(self) -> list[str]:
+        try:
+            inside = self.runs_dir.resolve().relative_to(self.base_dir)
+        except ValueError:
+            return []
+        return [f"/{inside.as_posix()}/"] if inside.parts else []
+
+    def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome:
+        self.start()
+        spec = actor.spec
+        assert spec is not None
+        job = Job(
+            actor.path, actor.obj, plan.action.name if plan.action is not None else None, plan.values,
+            actor.fire_count, list(actor.outputs), str(work_dir), str(base_dir),
+            self._shared_token(work_dir) if spec.kind == "tool" else None,
+        )
+        for attempt in range(RETRIES + 1):
+            try:
+                ref = self._remote.remote(job)
+            except Exception as exc:  # noqa: BLE001 - pickling the object or an input failed
+                raise FlowtapeError(f"{actor.path} cannot be sent to a Ray worker (an actor, its inputs and what it "
+                                    f"returns are pickled on Ray): {_first_line(exc)}") from None
+            try:
+                result = self._wait(ref)
+            except _DIED as exc:
+                if attempt < RETRIES:
+                    print(f"flowtape: {actor.path} firing {actor.fire_count + 1}: its Ray worker died "
+                          f"({type(exc).__name__}); sending it again", file=sys.stderr, flush=True)
+                    continue
+                raise WorkerLostError(
+                    f"its Ray worker died {RETRIES + 1} times ({type(exc).__name__}: {_first_line(exc)}); "
+                    f"a firing is sent again at most {RETRIES} times"
+                ) from None
+            if isinstance(result, Raised):
+                setattr(result.exc, REMOTE, (result.traceback, result.site))
+                raise result.exc
+            _adopt(actor.obj, result.attrs)
+            return Outcome(result.outputs, result.chat)
+        raise AssertionError("unreachable")
+
+    def _wait(self, ref: Any) -> Done | Raised:
+        try:
+            while not ray.wait([ref], timeout=POLL)[0]:
+                if self.stopping():
+                    ray.cancel(ref, force=True)
+                    raise FiringCancelled()
+            return cast("Done | Raised", ray.get(ref))
+        except rex.TaskCancelledError:
+            raise FiringCancelled() from None
+        except _DIED:
+            raise
+        except rex.RayError as exc:  # the worker could not even run it: the flow's code is not importable there, say
+            raise FlowtapeError(f"a Ray worker could not run it: {_first_line(exc)} (what must be importable on the "
+                                "workers: see the README, Running on a cluster)") from None
+
+    def _shared_token(self, work_dir: Path) -> str:
+        """A tool's files go to the run's work folder: the token every worker must find there."""
+        with self._lock:
+            if self._shared is None:
+                work_dir.mkdir(parents=True, exist_ok=True)
+                self._shared = secrets.token_hex(8)
+                (work_dir / SHARED_MARK).write_text(self._shared, encoding="utf-8")
+            return self._shared
+
+    def close(self) -> None:
+        with self._lock:
+            if self._ours:
+                with contextlib.suppress(Exception):  # a cluster already gone has nothing to let go of
+                    ray.shutdown()
+                self._ours = False
+            self._remote = None
+
+
+class WorkerLostError(FlowtapeError):
+    """The process (or machine) running a firing died more often than RETRIES allows."""
+
+
+def _adopt(obj: Any, attrs: dict[str, Any]) -> None:
+    """The driver's object takes the attributes the worker's copy ended with. One whose value did
+    not change keeps the very object it held (the state's rules tell a parameter given anew, or
+    changed, by identity and encoding, as with threads)."""
+    mine = obj.__dict__
+    for key in [k for k in mine if k not in attrs]:
+        del mine[key]
+    for key, new in attrs.items():
+        if key not in mine or not _same(mine[key], new):
+            mine[key] = new
+
+
+def _same(old: Any, new: Any) -> bool:
+    if type(old) is not type(new):
+        return False
+    if type(old) in IMMUTABLE:
+        return bool(old == new)
+    try:
+        return encode(old) == encode(new)
+    except NotEncodable:
+        return False
+
+
+def _reachable(address: str) -> None:
+    """A head's HOST:PORT that answers: Ray itself would try to reach one that does not for minutes."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # `auto`, or `ray://`: Ray says soon enough when there is nothing there
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {address} ({exc.strerror or exc}): is `ray start --head` running there?") from None
+
+
+def _flow_modules() -> list[Any]:
+    return [m for name, m in list(sys.modules.items()) if name.startswith("flowtape_flow_") and m is not None]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
