@@ -139,7 +139,8 @@ def register(server: FlowtapeServer) -> None:
     async def run_flow(*args: Any) -> Any:
         params = P.command_params(args, P.RunParams)
         path = flow_path(params.uri, server.root)
-        run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers)
+        run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers,
+                                   executor=params.executor, ray_address=params.rayAddress)
         if not run.workflow:  # listed by the name the flow will most likely run, until its tape's header says
             run.workflow = _default_workflow(path)
         return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
@@ -151,7 +152,7 @@ def register(server: FlowtapeServer) -> None:
         index = await manager.ready(source)
         step = params.step if params.step is not None else index.steps
         _step_in_range(source, step, 0)
-        return await _resume(source, step, params.maxWorkers)
+        return await _resume(source, step, params.maxWorkers, params.executor, params.rayAddress)
 
     @server.command(P.CMD_RERUN_ACTOR)
     async def rerun_actor(*args: Any) -> Any:
@@ -196,13 +197,16 @@ def register(server: FlowtapeServer) -> None:
                             f"({', '.join(on_line[:5])}{', …' if len(on_line) > 5 else ''}): name one as `actor`")
         return on_line[0]
 
-    async def _resume(source: Run, step: int, max_workers: int | None = None) -> Any:
+    async def _resume(
+        source: Run, step: int, max_workers: int | None = None, executor: str | None = None, ray_address: str | None = None,
+    ) -> Any:
         header = source.index.header
         assert header is not None
         flow = flow_path(source.uri, server.root) if source.uri else None
         if flow is None:
             raise P.invalid(f"run {source.run_id} names no flow file")
-        run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers)
+        run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers,
+                                   executor=executor, ray_address=ray_address)
         return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
 
     @server.command(P.CMD_STOP)
