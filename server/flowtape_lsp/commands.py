@@ -166,11 +166,11 @@ def register(server: FlowtapeServer) -> None:
             raise P.invalid(f"run {source.run_id} has no actor {actor!r} (its actors: {names})")
         end = index.end
         if end is not None and end.error is not None and end.error.actor == actor:
-            return await _resume(source, index.steps)  # its last firing is the one that failed: never recorded
+            return await _resume(source, index.steps, None, params.executor, params.rayAddress)  # its last firing failed: never recorded
         step = await asyncio.to_thread(last_firing_step, source, actor)
         if step is None:
             raise P.not_found(f"actor {actor!r} never fired in run {source.run_id}")
-        return await _resume(source, step - 1)
+        return await _resume(source, step - 1, None, params.executor, params.rayAddress)
 
     def _actor_on_line(run_id: str, header: Header, params: P.RerunActorParams) -> str:
         """The actor of the run that the line `params.line` of file `params.uri` creates, in the

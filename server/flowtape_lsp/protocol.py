@@ -96,6 +96,8 @@ class RerunActorParams(Params):
     actor: Name | None = None  # or the line that creates it:
     uri: Name | None = None
     line: Step | None = None  # 0-based, in the file's text as the editor holds it
+    executor: ExecutorName | None = None  # as for RunParams
+    rayAddress: Name | None = None
 
 
 class StopParams(Params):

@@ -163,7 +163,7 @@ class RayExecutor:
             if not ray.is_initialized():  # (else: the caller's own Ray session, used as it is)
                 try:
                     self._init()
-                except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
+                except (OSError, ValueError, RuntimeError) as exc:  # (ConnectionError, TimeoutError: OSErrors)
                     where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
                     raise UsageError(f"cannot start the run on {where}: {_first_line(exc)}") from None
                 self._ours = True
@@ -197,8 +197,8 @@ class RayExecutor:
             try:
                 ref = self._remote.remote(job)
             except Exception as exc:  # noqa: BLE001 - pickling the object or an input failed
-                raise FlowtapeError(f"{actor.path} cannot be sent to a Ray worker (an actor, its inputs and what it "
-                                    f"returns are pickled on Ray): {_first_line(exc)}") from None
+                raise FlowtapeError(f"{actor.path} cannot be sent to a Ray worker (on Ray an actor, its inputs and "
+                                    f"what it returns are pickled): {_unpicklable(job, exc)}") from None
             try:
                 result = self._wait(ref)
             except _DIED as exc:
@@ -290,6 +290,20 @@ def _reachable(address: str) -> None:
 
 def _flow_modules() -> list[Any]:
     return [m for name, m in list(sys.modules.items()) if name.startswith("flowtape_flow_") and m is not None]
+
+
+def _unpicklable(job: Job, exc: BaseException) -> str:
+    """What of a firing cannot be pickled, named: `holder.lock: cannot pickle '_thread.lock' object`."""
+    named = [(f"{job.path}.{k}", v) for k, v in vars(job.obj).items()] + [
+        (f"its input {i + 1}", v) for i, v in enumerate(job.values)]
+    for where, value in named:
+        try:
+            cloudpickle.dumps(value)
+        except Exception as inner:  # noqa: BLE001 - whatever pickling raises
+            return f"{where}: {_first_line(inner)}"
+    while exc.__cause__ is not None or exc.__context__ is not None:  # the root of Ray's own message
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:
