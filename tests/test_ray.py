@@ -87,7 +87,7 @@ import time
 
 from flowtape import Port, connect, task, workflow
 
-MARK = pathlib.Path(__file__).with_name("worker.pid")
+MARK = pathlib.Path("MARK_PATH")  # (by absolute path: on a worker, __file__ is its copy of the flow's folder)
 
 
 @task
@@ -135,6 +135,12 @@ def main():
 '''
 
 
+def _slow_flow(write_flow, mode: str) -> Path:
+    path = write_flow(SLOW_FLOW.replace("MODE", mode))
+    path.write_text(path.read_text().replace("MARK_PATH", str(path.with_name("worker.pid"))))
+    return path
+
+
 def _wait_for(path: Path, timeout: float = 60.0) -> int:
     deadline = time.monotonic() + timeout
     while not (path.exists() and path.read_text()):
@@ -157,7 +163,7 @@ def _gone(pid: int, timeout: float = 20.0) -> bool:
 def test_a_worker_killed_mid_firing_is_retried_and_the_tape_holds_the_firing_once(
     ray_address: str, runs_dir: Path, write_flow, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    path = write_flow(SLOW_FLOW.replace("MODE", "once"))
+    path = _slow_flow(write_flow, "once")
     flow = load_flow(path)
     done: list[RunResult] = []
     runner = threading.Thread(target=lambda: done.append(execute(
@@ -177,7 +183,7 @@ def test_a_worker_killed_mid_firing_is_retried_and_the_tape_holds_the_firing_onc
 def test_a_worker_that_always_dies_fails_the_firing_atomically_naming_the_actor(
     ray_address: str, runs_dir: Path, write_flow
 ) -> None:
-    flow = load_flow(write_flow(SLOW_FLOW.replace("MODE", "always")))
+    flow = load_flow(_slow_flow(write_flow, "always"))
     result = execute(flow, max_workers=1, runs_dir=runs_dir, run_id="dies", executor="ray", ray_address=ray_address)
     assert result.status == "failed" and result.error is not None
     assert result.error.actor == "slow" and result.error.fireCount == 2
@@ -197,7 +203,7 @@ def _child(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 def test_sigterm_cancels_the_firing_on_the_cluster_and_the_run_ends_stopped_then_resumes(
     ray_address: str, runs_dir: Path, write_flow
 ) -> None:
-    path = write_flow(SLOW_FLOW.replace("MODE", "once"))
+    path = _slow_flow(write_flow, "once")
     common = ["--runs-dir", str(runs_dir), "--executor", "ray", "--ray-address", ray_address, "--json"]
     proc = _child(["run", str(path), "--run-id", "stopped", *common], path.parent)
     pid = _wait_for(path.with_name("worker.pid"))
@@ -216,7 +222,7 @@ def test_sigterm_cancels_the_firing_on_the_cluster_and_the_run_ends_stopped_then
 
 
 def test_a_driver_killed_outright_leaves_a_tape_that_resumes(ray_address: str, runs_dir: Path, write_flow) -> None:
-    path = write_flow(SLOW_FLOW.replace("MODE", "once"))
+    path = _slow_flow(write_flow, "once")
     common = ["--runs-dir", str(runs_dir), "--executor", "ray", "--ray-address", ray_address]
     proc = _child(["run", str(path), "--run-id", "killed", *common], path.parent)
     _wait_for(path.with_name("worker.pid"))

@@ -16,8 +16,11 @@ encodes every output for the tape, as it does with threads; nothing pickled is e
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
+import os
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -29,6 +32,7 @@ from typing import Any, cast
 
 from ..errors import FlowtapeError, UsageError
 from ..firing import Outcome, Plan, execute
+from ..loader import MODULE_PREFIX
 from ..model import TaskSpec, spec_of
 from ..network import IMMUTABLE, Actor
 from ..sites import REMOTE, Site, traceback_site
@@ -39,8 +43,11 @@ try:
     import ray
     import ray.exceptions as rex
     from ray import cloudpickle
-except ImportError:  # pragma: no cover - said plainly, with the extra to install
-    raise UsageError("--executor ray needs Ray, which is not installed: pip install 'flowtape[ray]'") from None
+except ImportError as exc:  # said plainly, with the extra to install
+    if isinstance(exc, ModuleNotFoundError) and exc.name == "ray":
+        raise UsageError("--executor ray needs Ray, which is not installed: pip install 'flowtape[ray]'") from None
+    raise UsageError(f"--executor ray: Ray is installed but cannot be imported ({exc}); reinstall it: "
+                     "pip install --force-reinstall 'flowtape[ray]'") from None
 
 # A firing whose worker died (its process killed, its node lost) is sent again at most this many
 # times. Nothing of it is on the tape yet (a firing is recorded only once its result is back), so
@@ -99,8 +106,15 @@ class _Stand:
     outputs: dict[str, None]
 
 
-def fire(job: Job) -> Done | Raised:
-    """Runs on a Ray worker: one firing's action, as the thread executor runs it."""
+def fire(modules: dict[str, str], payload: bytes) -> Done | Raised:
+    """Runs on a Ray worker: one firing's action, as the thread executor runs it. `modules` are
+    the flow files its classes are defined in (loaded by path, under the private names the driver
+    gave them), by their paths in the job's working directory (the flow's folder): imported here
+    first, so that the job (`payload`) names their classes rather than carrying them."""
+    for name, relative in modules.items():
+        if name not in sys.modules:
+            _import_flow(name, Path.cwd() / relative)
+    job: Job = cloudpickle.loads(payload)
     spec = spec_of(job.obj)
     assert spec is not None
     action = next((a for a in spec.actions if a.name == job.action), None) if job.action is not None else None
@@ -110,9 +124,27 @@ def fire(job: Job) -> Done | Raised:
             _check_shared(Path(job.work_dir), job.shared)
         outcome = execute(cast(Actor, stand), Plan(action, [], job.values), Path(job.work_dir), Path(job.base_dir))
     except BaseException as exc:  # noqa: BLE001 - the driver fails the firing with it
-        story = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return Raised(_portable(exc), story, traceback_site(exc))
+        # the user's files as the driver has them, not this worker's copy of the flow's folder
+        here, there = str(Path.cwd()), job.base_dir
+        story = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).replace(here + os.sep, there + os.sep)
+        site = traceback_site(exc)
+        if site is not None and site.file.startswith(here + os.sep):
+            site = Site(there + site.file[len(here):], site.line)
+        return Raised(_portable(exc), story, site)
     return Done(outcome.outputs, outcome.chat, dict(vars(job.obj)))
+
+
+def _import_flow(name: str, path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise FlowtapeError(f"the flow file {path.name} is not in this worker's copy of the flow's folder")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
 
 
 def _check_shared(work_dir: Path, token: str) -> None:
@@ -158,8 +190,6 @@ class RayExecutor:
         with self._lock:
             if self._remote is not None:
                 return
-            for module in _flow_modules():  # loaded by path: no worker can import it by name
-                cloudpickle.register_pickle_by_value(module)
             if not ray.is_initialized():  # (else: the caller's own Ray session, used as it is)
                 try:
                     self._init()
@@ -170,6 +200,15 @@ class RayExecutor:
             self._remote = ray.remote(max_retries=0, num_cpus=1)(fire)
 
     def _init(self) -> None:
+        # ray.init, in the main thread, takes SIGTERM for itself: the run's own stop (runner._Signals) keeps it
+        kept = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+        try:
+            self._connect()
+        finally:
+            if kept is not None:
+                signal.signal(signal.SIGTERM, kept)
+
+    def _connect(self) -> None:
         runtime_env = {"working_dir": str(self.base_dir), "excludes": EXCLUDES + self._runs_excluded()}
         if self.address is None:  # a fresh local instance, never one someone else started on this machine
             ray.init(address="local", include_dashboard=False, runtime_env=runtime_env, logging_level=logging.WARNING)
@@ -193,9 +232,10 @@ class RayExecutor:
             actor.fire_count, list(actor.outputs), str(work_dir), str(base_dir),
             self._shared_token(work_dir) if spec.kind == "tool" else None,
         )
+        modules = self._flow_files(type(actor.obj))
         for attempt in range(RETRIES + 1):
             try:
-                ref = self._remote.remote(job)
+                ref = self._remote.remote(modules, cloudpickle.dumps(job))
             except Exception as exc:  # noqa: BLE001 - pickling the object or an input failed
                 raise FlowtapeError(f"{actor.path} cannot be sent to a Ray worker (on Ray an actor, its inputs and "
                                     f"what it returns are pickled): {_unpicklable(job, exc)}") from None
@@ -231,6 +271,18 @@ class RayExecutor:
         except rex.RayError as exc:  # the worker could not even run it: the flow's code is not importable there, say
             raise FlowtapeError(f"a Ray worker could not run it: {_first_line(exc)} (what must be importable on the "
                                 "workers: see the README, Running on a cluster)") from None
+
+    def _flow_files(self, cls: type) -> dict[str, str]:
+        """The flow file a class is defined in, when the loader imported it by path: by its private
+        name, and its path in the job's working directory. (One outside that folder goes by value.)"""
+        module = sys.modules.get(cls.__module__)
+        if module is None or not cls.__module__.startswith(MODULE_PREFIX) or not getattr(module, "__file__", None):
+            return {}
+        try:
+            return {cls.__module__: Path(module.__file__ or "").resolve().relative_to(self.base_dir).as_posix()}
+        except ValueError:
+            cloudpickle.register_pickle_by_value(module)
+            return {}
 
     def _shared_token(self, work_dir: Path) -> str:
         """A tool's files go to the run's work folder: the token every worker must find there."""
@@ -286,10 +338,6 @@ def _reachable(address: str) -> None:
         socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT).close()
     except OSError as exc:
         raise ConnectionError(f"nothing answers at {address} ({exc.strerror or exc}): is `ray start --head` running there?") from None
-
-
-def _flow_modules() -> list[Any]:
-    return [m for name, m in list(sys.modules.items()) if name.startswith("flowtape_flow_") and m is not None]
 
 
 def _unpicklable(job: Job, exc: BaseException) -> str:
