@@ -54,7 +54,7 @@ except ImportError as exc:  # said plainly, with the extra to install
 # a retry can never repeat a recorded firing; what its action did outside Flowtape (a file a
 # tool wrote, a model call) may happen again.
 RETRIES = 2
-POLL = 0.1  # seconds between looks at the run's stop flag while a firing runs remotely
+POLL = 0.1  # seconds between looks at the run's stop flag while firings run remotely
 _DIED = (rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError, rex.OwnerDiedError, rex.LocalRayletDiedError)
 # never uploaded with the flow's folder: runs, environments, repositories, caches
 EXCLUDES = [".flowtape/", ".git/", ".venv/", "venv/", "node_modules/", "__pycache__/", "*.pyc"]
@@ -182,6 +182,8 @@ class RayExecutor:
         self._remote: Any = None
         self._ours = False  # whether this run connected (so it disconnects, and stops a local instance it started)
         self._shared: str | None = None
+        self._in_flight: set[Any] = set()
+        self._closed = threading.Event()
 
     def watch(self, stopping: Callable[[], bool]) -> None:
         self.stopping = stopping  # a stop cancels the firings under way on the cluster
@@ -198,6 +200,8 @@ class RayExecutor:
                     raise UsageError(f"cannot start the run on {where}: {_first_line(exc)}") from None
                 self._ours = True
             self._remote = ray.remote(max_retries=0, num_cpus=1)(fire)
+            self._closed.clear()
+            threading.Thread(target=self._watch, name="flowtape-ray-stop", daemon=True).start()
 
     def _init(self) -> None:
         # ray.init, in the main thread, takes SIGTERM for itself: the run's own stop (runner._Signals) keeps it
@@ -258,12 +262,12 @@ class RayExecutor:
         raise AssertionError("unreachable")
 
     def _wait(self, ref: Any) -> Done | Raised:
+        with self._lock:
+            self._in_flight.add(ref)
         try:
-            while not ray.wait([ref], timeout=POLL)[0]:
-                if self.stopping():
-                    ray.cancel(ref, force=True)
-                    raise FiringCancelled()
-            return cast("Done | Raised", ray.get(ref))
+            if self.stopping():
+                raise FiringCancelled()
+            return cast("Done | Raised", ray.get(ref))  # (a stop cancels it: see _watch)
         except rex.TaskCancelledError:
             raise FiringCancelled() from None
         except _DIED:
@@ -271,6 +275,20 @@ class RayExecutor:
         except rex.RayError as exc:  # the worker could not even run it: the flow's code is not importable there, say
             raise FlowtapeError(f"a Ray worker could not run it: {_first_line(exc)} (what must be importable on the "
                                 "workers: see the README, Running on a cluster)") from None
+        finally:
+            with self._lock:
+                self._in_flight.discard(ref)
+
+    def _watch(self) -> None:
+        """Cancel the firings in flight once the run is asked to stop. (A firing blocks on its result:
+        polling it with a timeout costs Ray several milliseconds a firing.)"""
+        while not self._closed.wait(POLL):
+            if self.stopping():
+                with self._lock:
+                    refs = list(self._in_flight)
+                for ref in refs:
+                    with contextlib.suppress(Exception):  # one already finished, or its worker gone
+                        ray.cancel(ref, force=True)
 
     def _flow_files(self, cls: type) -> dict[str, str]:
         """The flow file a class is defined in, when the loader imported it by path: by its private
@@ -294,6 +312,7 @@ class RayExecutor:
             return self._shared
 
     def close(self) -> None:
+        self._closed.set()
         with self._lock:
             if self._ours:
                 with contextlib.suppress(Exception):  # a cluster already gone has nothing to let go of
