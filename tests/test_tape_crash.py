@@ -37,7 +37,8 @@ def wait_for_steps(tape: Path, count: int, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if tape.read_bytes().count(b'"step":') >= count:
+            data = tape.read_bytes()
+            if data.count(b'\n{"t":"s",') + data.count(b'\n{"t":"F",') >= count:  # a step's line, or a simple firing's
                 return
         except FileNotFoundError:
             pass
@@ -137,7 +138,7 @@ def test_a_torn_last_line_is_tolerated_with_a_warning(chain, tmp_path, capsys):
     write_summary(result.run_dir, summary)
     capsys.readouterr()
     tape, rebuild = verify(path)
-    assert tape.torn and len(tape.lines) == 29
+    assert tape.torn and tape.lines[-1].number == 29  # (a simple firing's line holds its step too)
     assert "torn last line" in capsys.readouterr().err
     resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=result.run_dir)
     assert resumed.outputs == result.outputs

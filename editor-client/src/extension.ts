@@ -31,6 +31,8 @@ import { RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsT
 import { DetailPanel } from "./detail";
 import { GraphPanel } from "./graphPanel";
 import { checkFlowtape, choosePython } from "./python";
+import { WhatIf, type WhatIfHost } from "./whatif";
+import { FiringDebugger } from "./debug";
 
 const PAGE = 5000; // steps a getSteps page asks for (the server gives up to 10,000)
 
@@ -112,7 +114,21 @@ class Flowtape implements vscode.Disposable {
       }),
     );
     this.registerCommands();
+    this.registerWhatIf();
     this.updateStatus();
+  }
+
+  /** Fork, compare and debug one firing (whatif.ts, debug.ts), with what of the controller they need. */
+  private registerWhatIf(): void {
+    const host: WhatIfHost = {
+      request: (method, params) => this.request(method, params),
+      serverCommand: (command, params) => this.serverCommand(command, params),
+      current: () => (this.stepper.runId ? { runId: this.stepper.runId, step: this.stepper.index } : undefined),
+      run: (runId) => this.store.run(runId),
+      followRun: (runId) => this.followRun(runId),
+      tell: (message) => this.tell(message),
+    };
+    this.disposables.push(new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
   }
 
   // ---- server ----------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ def _commit_start(
 def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
     if ctx is None and not engine.halted:
         engine.last_taken = inner.taken
-        engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start, simple=False))
+        engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start))
 
 
 def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:

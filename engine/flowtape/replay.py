@@ -22,6 +22,7 @@ from .tape import (
     ActorInfo,
     Checkpoint,
     Diverged,
+    Edited,
     End,
     Firing,
     Header,
@@ -29,6 +30,7 @@ from .tape import (
     Step,
     StepFiller,
     chain_seed,
+    decode_line,
     decode_record,
     gc_paused,
     read_tape,
@@ -93,6 +95,7 @@ class ReplayPlan:
     covered: dict[tuple[str, int], list[tuple[int, str]]]  # recorded composite firings: what each handed in, by digest
     snapshot: Snapshot | None = None
     max_workers: int = 0  # the recorded run's pool (0: not recorded): a resume runs with it unless told otherwise
+    no_snapshot: str = ""  # why the run at the step is not restored from a snapshot (a fork needs one)
 
     def install(self, net: Network) -> None:
         for path, entries in self.entries.items():
@@ -292,20 +295,20 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     while rebuild.step < at_step:
         cut = data.index(b"\n", offset)
         raw = data[offset:cut]
-        record = decode_record(raw)
-        filler.see(record)
-        if isinstance(record, Checkpoint | Diverged | End | Header):
-            return None
-        rebuild.apply(Line(number, raw, record))
-        if isinstance(record, Step):
-            tops.add((record.actor, record.fireCount))
-        elif isinstance(record, Firing):
-            if record.notReplayable:
+        for record in decode_line(raw):
+            filler.see(record)
+            if isinstance(record, Checkpoint | Diverged | End | Header):
                 return None
-            region.append(record)
-            if kinds.get(record.actor) == "loop":
-                item = f"{record.actor}.item->"
-                loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+            rebuild.apply(Line(number, raw, record))
+            if isinstance(record, Step):
+                tops.add((record.actor, record.fireCount))
+            elif isinstance(record, Firing):
+                if record.notReplayable:
+                    return None
+                region.append(record)
+                if kinds.get(record.actor) == "loop":
+                    item = f"{record.actor}.item->"
+                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
         offset, number = cut + 1, number + 1
     if any(loop_mid.values()) or data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
         return None
@@ -338,36 +341,50 @@ def _verified_plan(
     rebuild = Rebuild(header)
     snapshot: Snapshot | None = None
     clean = at_step > 0 and _statics_hold(header, net)  # so far every firing is covered and replayable
+    why = "" if clean or at_step == 0 else "the flow's static loops or ifs are not as recorded, or cannot be told"
     loop_mid: dict[str, bool] = {}  # a loop between two items cannot be restored from a snapshot
     prefix: list[bytes] = []
     contiguous = True  # the prefix is every record after the header, up to the step
     chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the covered firings
+    edited_at: int | None = None  # a fork's edits among the records the step covers: at that step
     total = len(tape.lines) - 1
     try:
-        for line in tape.lines[1:]:
-            if progress is not None and not line.number % PROGRESS_EVERY:
-                progress(line.number - 1, total)
+        for done, line in enumerate(tape.lines[1:], start=1):  # (records, not lines: a simple firing's line holds two)
+            if progress is not None and not (done + 1) % PROGRESS_EVERY:
+                progress(done, total)
             rebuild.apply(line)
             record = line.record
             if isinstance(record, Step | Checkpoint):
                 if clean and snapshot is None:
-                    prefix.append(line.raw)
-                    if isinstance(record, Step) and record.step == at_step and not any(loop_mid.values()):
+                    if line.raw:  # (a simple firing's step: its line went in with its firing)
+                        prefix.append(line.raw)
+                    mid = [name for name, between in loop_mid.items() if between]
+                    if isinstance(record, Step) and record.step == at_step and mid:
+                        why = f"loop {mid[0]} is between two items at step {at_step}"
+                    if isinstance(record, Step) and record.step == at_step and not mid:
                         joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
                         block = (joined, 0, len(joined)) if joined is not None else None
                         snapshot = _snapshot(rebuild, prefix, block, header)
+                continue
+            if isinstance(record, Edited):
+                if record.step < at_step:  # made before the step: part of the run resumed
+                    edited_at = record.step
+                    if clean and snapshot is None:
+                        prefix.append(line.raw)
                 continue
             if not isinstance(record, Firing):
                 contiguous = False
                 continue
             top = record.within if record.within is not None else (record.actor, record.fireCount)
             if tuple(top) not in tops:
-                if snapshot is None:
-                    clean = False
+                if snapshot is None and clean and rebuild.step < at_step:
+                    clean, why = False, f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step}"
                 continue
             if clean and snapshot is None:
                 prefix.append(line.raw)
                 clean = not record.notReplayable
+                if not clean:
+                    why = f"{record.actor}'s firing {record.fireCount} cannot be replayed ({record.notReplayable})"
                 if kinds.get(record.actor) == "loop":
                     item = f"{record.actor}.item->"
                     loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
@@ -376,6 +393,12 @@ def _verified_plan(
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
     if snapshot is not None:
         return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, {}, snapshot, header.maxWorkers)
+    if edited_at is not None:  # replaying firing by firing would not make the edits
+        raise ResumeRefused(
+            f"cannot resume run {header.runId} at step {at_step}: it was forked with edits at step {edited_at}, and the run "
+            f"at step {at_step} does not stand as one picture that holds them (firings under way beside it); resume at "
+            f"step {edited_at} or before, or at a step where no firing was under way"
+        )
     for record, taken in chosen:
         if kinds.get(record.actor) not in LEAF_KINDS:  # a loop's, an if's, a nested workflow's firing
             covered[(record.actor, record.fireCount)] = sorted((i, digest(tokens)) for i, tokens in record.produced)
@@ -391,4 +414,4 @@ def _verified_plan(
                     recorded=dict(taken),
                 )
             )
-    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers)
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers, no_snapshot=why)

@@ -31,9 +31,9 @@ from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, pla
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
-from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step
+from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
 from .tools import ToolStopped
-from .values import NotEncodable, digest, encode
+from .values import NotEncodable, digest, digest_one, encode
 from .writer import TapeWriter
 
 _NONE_ENC = Raw(encode(None))
@@ -394,6 +394,14 @@ class Engine:
         return produced
 
     def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
+        if len(outputs) == 1:  # the usual firing: one value on a port wired to one queue
+            port, value = outputs[0]
+            queues = actor.outputs.get(port)
+            if queues is not None and len(queues) == 1 and type(value) in IMMUTABLE:
+                try:
+                    return [(queues[0], [(value, Raw(encode(value)))])], None
+                except NotEncodable:
+                    pass  # (a string with a lone surrogate, say: said below)
         produced: dict[int, tuple[Queue, list[Item]]] = {}
         problem: str | None = None
         for port, value in outputs:
@@ -447,7 +455,45 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        record = self._firing_record(actor, fire_count, takes, produced, ctx, replayed, digests)
+        # (Written out for the usual firing, one token in and one out: this runs for every firing,
+        # and each comprehension or call saved is a measurable part of what the tape costs.)
+        if digests is not None:
+            consumed = digests
+        elif len(takes) == 1 and len(takes[0][1]) == 1:
+            q, items = takes[0]
+            consumed = [(q.index, 1, digest_one(items[0][1]))]
+        else:
+            consumed = [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
+        if len(produced) == 1 and len(produced[0][1]) == 1:
+            encoded = [(produced[0][0].index, [produced[0][1][0][1]])]
+        else:
+            encoded = [(q.index, [e for _, e in items]) for q, items in produced]
+        record: Firing | SimpleFiring
+        if ctx is None:  # a top-level firing: it and its step go on one line
+            self.last_taken = takes
+            if len(takes) == 1 and len(produced) == 1 and takes[0][0] is not produced[0][0]:
+                first, second = takes[0][0], produced[0][0]
+                sizes = [len(first.items), len(second.items)] if first.index < second.index else [len(second.items), len(first.items)]
+            else:
+                queues = self.net.queues
+                sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
+            self.steps += 1  # (the step counted as _count_step counts a composite's)
+            round_ = self.last_round = max(actor.turn - 1, 0) if pool is self.top else 0
+            if round_:
+                self.rounds[actor.path] = round_
+            now = time.perf_counter()
+            if self.on_step is not None:
+                self.on_step(self.steps, self.firings, actor.path)
+            self.last_step_seq = self.seq
+            record = SimpleFiring(
+                replayed=replayed, step=self.steps, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+                produced=encoded, sizes=sizes, round=round_, at=int((start - self.t0) * 1e6), dur=int((now - start) * 1e6),
+            )
+        else:
+            record = Firing(
+                replayed=replayed, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+                produced=encoded, within=(ctx.actor.path, ctx.fire_count),
+            )
         if not_replayable:
             record.notReplayable = not_replayable
             self.can_checkpoint = False
@@ -459,16 +505,12 @@ class Engine:
             record.chat = chat
             self.chats_since.setdefault(actor.path, []).append(chat)
         if ctx is None:
-            self.last_taken = takes
-            touched = {q for q, _ in takes}
-            for q, _ in produced:
-                touched.add(q)
-            step = self._step(actor, fire_count, replayed, touched, start)
+            assert isinstance(record, SimpleFiring)
             checkpoint = self._checkpoint() if self.steps >= self._checkpoint_due else None
             if checkpoint is None:
-                self.tape.write(record, step)
+                self.tape.fired(record)
             else:
-                self.tape.write(record, step, checkpoint)
+                self.tape.write(record, checkpoint)
         else:
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
@@ -503,8 +545,16 @@ class Engine:
             replayed=replayed,
         )
 
-    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float, simple: bool = True) -> Step:
-        """A step record; a simple step leaves out the actor, fire count and seq of the firing just before it."""
+    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float) -> Step:
+        """A composite's step record: it follows the firings it ran, so it names its own."""
+        step, round_, at, dur = self._count_step(actor, start)
+        return Step(
+            step=step, replayed=replayed, queues=sorted([(q.index, len(q.items)) for q in touched]), round=round_,
+            at=at, dur=dur, actor=actor.path, fireCount=fire_count, journalSeq=self.seq,
+        )
+
+    def _count_step(self, actor: Actor, start: float) -> tuple[int, int, int, int]:
+        """Count a step: its number, its round, when it began and its duration (microseconds)."""
         self.steps += 1
         self.last_round = max(actor.turn - 1, 0) if actor.pool is self.top else 0  # the round it was chosen in
         if self.last_round:
@@ -513,19 +563,7 @@ class Engine:
         if self.on_step is not None:
             self.on_step(self.steps, self.firings, actor.path)
         self.last_step_seq = self.seq
-        step = Step(
-            step=self.steps,
-            replayed=replayed,
-            queues=sorted([(q.index, len(q.items)) for q in touched]),
-            round=self.last_round,
-            at=int((start - self.t0) * 1e6),
-            dur=int((now - start) * 1e6),
-        )
-        if not simple:
-            step.actor = actor.path
-            step.fireCount = fire_count
-            step.journalSeq = self.seq
-        return step
+        return self.steps, self.last_round, int((start - self.t0) * 1e6), int((now - start) * 1e6)
 
     def _checkpoint(self) -> Checkpoint | None:
         """The run as it stands after this step, when one is due and the tape can support it: no

@@ -110,7 +110,7 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, graphs, inspect
+    from . import codelens, commands, graphs, inspect, whatif
 
     server = FlowtapeServer()
 
@@ -166,6 +166,7 @@ def create_server() -> FlowtapeServer:
 
     codelens.register(server)
     commands.register(server)
+    whatif.register(server)
     inspect.register(server)
     graphs.register(server)
     return server
