@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test,debug]'
+	$(BIN)/python -m pip install -q -e '.[test,debug,ray]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,8 +27,10 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# In a loopback-only network namespace: the Ray tests start a real cluster, which must not be
+# reachable from (or send anything to) beyond this machine.
 pytest: venv
-	$(BIN)/python -m pytest
+	scripts/loopback-only.sh $(BIN)/python -m pytest
 
 # The VS Code extension: npm packages from the registry, then its unit tests, then the end-to-end
 # test in a real VS Code (code-server, installed once into .cache/ by scripts/install-code-server.sh).

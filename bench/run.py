@@ -4,6 +4,7 @@
     python bench/run.py --quick    # reduced sizes (under a minute), writes bench/results-quick.json
     python bench/run.py --no-wfpy  # Flowtape only
     python bench/run.py --no-lsp   # without the LSP streaming bench (section 5, bench/lsp.py)
+    python bench/run.py --no-ray   # without Ray against threads (section 6, bench/cluster.py)
     python bench/run.py --profile  # also profile Flowtape's chain run in-process (cProfile)
 
 The flows live once in bench/flows/ with a placeholder import (`from FRAMEWORK import ...`);
@@ -579,6 +580,29 @@ def lsp_streaming(b: Bench, results: dict[str, Any]) -> list[str]:
     return [text]
 
 
+# ---- 6: Ray -----------------------------------------------------------------------------------------------
+
+
+def ray_cluster(b: Bench, results: dict[str, Any]) -> list[str]:
+    """bench/cluster.py in a child process (it puts itself in a loopback-only network namespace)."""
+    out = b.work / "ray.json"
+    args = [b.py["flowtape"] or sys.executable, str(BENCH / "cluster.py"), "--json", str(out)]
+    if b.args.quick:
+        args.append("--quick")
+    t0 = time.perf_counter()
+    with open(b.work / "ray.log", "wb") as logfile:
+        proc = subprocess.run(args, stdout=logfile, stderr=subprocess.STDOUT, cwd=b.work)
+    if proc.returncode != 0 or not out.exists():
+        log(f"ray      bench failed (exit {proc.returncode}), see {logfile.name}")
+        results["ray"] = None
+        return ["\n6. Ray: failed, see " + logfile.name]
+    payload: dict[str, Any] = json.loads(out.read_text())
+    text = payload.pop("table", "")
+    results["ray"] = payload
+    log(f"ray      cpu-bound flow, per-firing cost, resume {time.perf_counter() - t0:6.1f}s wall")
+    return [text]
+
+
 # ---- profile ------------------------------------------------------------------------------------------
 
 
@@ -619,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="reduced sizes, under a minute")
     parser.add_argument("--no-wfpy", action="store_true", help="measure Flowtape only")
     parser.add_argument("--no-lsp", action="store_true", help="skip the LSP streaming bench (section 5)")
+    parser.add_argument("--no-ray", action="store_true", help="skip Ray against threads (section 6)")
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of Flowtape's chain run")
     parser.add_argument("--json", metavar="PATH", help="where to write the results (default bench/results.json,"
                         " bench/results-quick.json with --quick)")
@@ -651,6 +676,10 @@ def main(argv: list[str] | None = None) -> int:
     # =========================================================================================================
     if not args.no_lsp:
         sections += lsp_streaming(b, results)
+
+    # ==== 6. Ray against threads (bench/cluster.py, in its own child process) ===========================
+    if not args.no_ray:
+        sections += ray_cluster(b, results)
 
     if args.profile:
         sections.append(profile(b, b.params["ft_n"]["chain"]))

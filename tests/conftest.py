@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -90,3 +101,56 @@ def line_of(path: Path, marker: str) -> int:
         if text.rstrip().endswith(f"# {marker}"):
             return number
     raise AssertionError(f"no line marked {marker!r} in {path}")
+
+
+def loopback_only() -> bool:
+    """Whether this process's network namespace has no interface but loopback (scripts/loopback-only.sh)."""
+    return [name for _, name in socket.if_nameindex()] == ["lo"]
+
+
+@pytest.fixture(scope="session")
+def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real Ray head (2 CPUs) for the whole test session, in this loopback-only namespace: its
+    address, which runs join (in this process, CLI children, the language server's children)."""
+    if not loopback_only():
+        message = ("the Ray tests start a cluster, so they run only in a loopback-only network namespace: "
+                   "scripts/loopback-only.sh .venv/bin/python -m pytest ... (as `make pytest` does)")
+        if os.environ.get("FLOWTAPE_LOOPBACK_ONLY"):
+            pytest.fail(message)
+        pytest.skip(message)
+    # its own token and folder: nothing shared with another Ray on this machine (~/.ray, /tmp/ray)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16), RAY_USAGE_STATS_ENABLED="0")
+    temp = tempfile.mkdtemp(prefix="ftray-", dir="/tmp")  # (short: Ray's socket paths must fit 107 bytes)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("ray") / "head.log"
+    ray_bin = Path(sys.executable).with_name("ray")
+    with log.open("w") as out:
+        head = subprocess.Popen(
+            [str(ray_bin), "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+             "--disable-usage-stats", f"--temp-dir={temp}", "--node-ip-address=127.0.0.1"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if head.poll() is not None:
+                pytest.fail(f"ray start --head exited {head.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the Ray head did not answer within 90 s:\n{log.read_text()[-3000:]}")
+                time.sleep(0.3)
+        yield f"127.0.0.1:{port}"
+    finally:
+        head.terminate()  # (--block: it stops what it started)
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(head.pid, signal.SIGKILL)  # its session: whatever of it is left
+        shutil.rmtree(temp, ignore_errors=True)

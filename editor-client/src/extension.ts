@@ -187,6 +187,7 @@ class Flowtape implements vscode.Disposable {
             if (at === undefined) return undefined;
             if (at !== null) args = [{ ...args[0], step: at }]; // (null: no step, where the run stopped)
           }
+          args = withPlacement(command, args);
           if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
             const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
             if (result?.runId) this.followRun(result.runId);
@@ -279,7 +280,7 @@ class Flowtape implements vscode.Disposable {
       return undefined;
     }
     try {
-      return (await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: [params] })) as R;
+      return (await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: withPlacement(command, [params]) })) as R;
     } catch (e) {
       this.commandFailed(command, e);
       return undefined;
@@ -823,4 +824,21 @@ export async function deactivate(): Promise<void> {
   const i = instance;
   instance = undefined;
   await i?.dispose();
+}
+
+const STARTS_A_RUN: readonly string[] = [ServerCommands.run, ServerCommands.resumeAtStep, ServerCommands.rerunActor];
+
+/** The settings flowtape.executor and flowtape.rayAddress, under what a run-starting command's own params say. */
+function withPlacement(command: string, args: unknown[]): unknown[] {
+  const first = args[0];
+  if (!STARTS_A_RUN.includes(command) || typeof first !== "object" || first === null) return args;
+  const config = vscode.workspace.getConfiguration("flowtape");
+  const executor = config.get<string>("executor", "threads");
+  const rayAddress = config.get<string>("rayAddress", "").trim();
+  const placement: Record<string, string> = {};
+  if (executor === "ray") {
+    placement.executor = "ray";
+    if (rayAddress) placement.rayAddress = rayAddress;
+  }
+  return [{ ...placement, ...first }, ...args.slice(1)];
 }

@@ -18,6 +18,7 @@ import msgspec
 
 from . import __version__
 from .errors import ErrorReport, FlowError, FlowtapeError, ResumeRefused, TraceCorruption, UsageError
+from .executors import EXECUTORS
 from .ports import is_resource
 from .progress import Checking
 from .rundir import (
@@ -145,6 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
                 tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
                 on_step=progress, max_steps=args.max_steps, on_start=started, on_check=checking, edits=edits,
+                executor=args.executor, ray_address=args.ray_address,
             )
     finally:
         if progress is not None:
@@ -473,6 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-workers", type=_count(1, MAX_WORKERS), metavar="N",
                    help="threads firing actors (1: a deterministic order; default: the workflow's, else CPUs + 2 "
                         "up to 8; a resume: the recorded run's)")
+    p.add_argument("--executor", choices=EXECUTORS, default=None,
+                   help="where firings run: threads in this process (the default) or a Ray cluster (pip install 'flowtape[ray]')")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="with --executor ray: the cluster to join (auto, ray://HOST:10001, or what `ray start --head` "
+                        "printed; default: a local instance started for the run)")
     p.add_argument("--max-steps", type=_count(1), metavar="N", help="stop the run after N steps (a guard for a flow that never ends)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)  # keeps `flowtape --verbose run`

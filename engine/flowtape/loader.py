@@ -12,6 +12,8 @@ from types import ModuleType
 from .errors import FlowError, FlowtapeError
 from .graph import WorkflowDef
 
+MODULE_PREFIX = "flowtape_flow_"  # (executors/ray.py imports flow files on workers under these names too)
+
 
 def load_module(path: Path | str) -> ModuleType:
     """Import a flow file under a stable private name (so tapes can name its classes)."""
@@ -19,7 +21,7 @@ def load_module(path: Path | str) -> ModuleType:
     if not file.is_file():
         kind = "a directory" if file.is_dir() else "a device or special file" if file.exists() else None
         raise FlowError(f"is {kind}, not a flow file" if kind else "no such flow file", str(path))
-    name = "flowtape_flow_" + hashlib.blake2b(str(file).encode(), digest_size=6).hexdigest()
+    name = MODULE_PREFIX + hashlib.blake2b(str(file).encode(), digest_size=6).hexdigest()
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file)

@@ -17,6 +17,7 @@ from msgspec import Raw
 
 from . import __version__, tools, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
+from .executors import Executor, make_executor
 from .fits import fits, shaped
 from .fork import described, install_answers, plan_fork
 from .graph import Graph, WorkflowDef
@@ -196,6 +197,8 @@ def execute(
     max_steps: int | None = None,
     on_check: Callable[[int, int], None] | None = None,
     edits: dict[str, Any] | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
 ) -> RunResult:
     """Run `flow` and record it; returns the result whatever the status (failures included).
     With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable).
@@ -203,7 +206,8 @@ def execute(
     are put in place at the step before it goes on (fork.py).
     `resume_from` alone resumes where that run stopped, inside the loop item, if branch or nested
     workflow it stopped in too; with `at_step`, right after that step (replay.py).
-    `on_check(records checked, records)` follows the check of a resumed tape that must be verified."""
+    `on_check(records checked, records)` follows the check of a resumed tape that must be verified.
+    `executor="ray"` runs the firings on a Ray cluster (`ray_address`; none: a local instance)."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
     if max_workers is not None and not 1 <= max_workers <= MAX_WORKERS:
@@ -244,6 +248,25 @@ def execute(
     run_id = new_run_id() if run_id is None else run_id
     if not valid_run_id(run_id) or not run_id[0].isalnum():  # `-x` would read as an option to `flowtape show`
         raise UsageError(f"bad run id {run_id!r}: start with a letter or digit, then use letters, digits, '-', '_' and '.'")
+    base_dir = Path(graph.site.file).resolve().parent if graph.site.file and not graph.site.file.startswith("<") else Path.cwd()
+    backend = make_executor(executor, ray_address=ray_address, base_dir=base_dir, runs_dir=runs_base)
+    if plan is None:
+        backend.start()  # (a cluster that cannot be reached is said before the run starts; a resume may replay only)
+    try:
+        return _execute(graph, net, plan, edited, backend, base_dir, runs_base, seeded, inputs_raw, workers, run_id,
+                        tape, durable, on_step, on_start, max_steps)
+    finally:
+        backend.close()
+
+
+def _execute(
+    graph: Graph, net: Network, plan: ReplayPlan | None, edited: list[Edited], backend: Executor, base_dir: Path,
+    runs_base: Path,
+    seeded: dict[str, Item], inputs_raw: Raw, workers: int, run_id: str, tape: bool, durable: bool,
+    on_step: Callable[[int, int, str], None] | None, on_start: Callable[[str, Path | None], None] | None,
+    max_steps: int | None,
+) -> RunResult:
+    """`execute` once the run's executor is ready: its tape, its firings, its end."""
     run_dir: Path | None = None
     writer: TapeWriter | None = None
     actors, queues = shape_of(net)
@@ -276,13 +299,13 @@ def execute(
         write_summary(run_dir, summary)
     if on_start is not None:
         on_start(run_id, run_dir)
-    base_dir = Path(graph.site.file).resolve().parent if graph.site.file and not graph.site.file.startswith("<") else Path.cwd()
     work_dir = (run_dir / "work") if run_dir is not None else Path.cwd() / ".flowtape" / "work" / run_id
     if max_steps is not None:
         on_step = _step_limit(max_steps, on_step, lambda: engine)
     engine = Engine(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
         covered=plan.covered if plan else None, unfinished=plan.unfinished if plan else None, on_step=on_step, step_limit=max_steps,
+        executor=backend,
     )
     engine.check_actions = plan is not None  # a resume: its replays check their action (replayer.py)
     with _Signals(engine) as signals:
@@ -427,6 +450,8 @@ def run(
     at_step: int | None = None,
     edits: dict[str, Any] | None = None,
     out_dir: Any = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
     **wfpy_options: Any,
 ) -> dict[str, list[Any]]:
     """Run a workflow; returns `{output port: [tokens]}`. With `resume_from`, `edits` forks the
@@ -434,7 +459,9 @@ def run(
     `--set` takes them; fork.py). Raises RunFailed when an actor fails
     (the error names its path, firing and line; what the actor raised is its `__cause__`) and
     RunStopped on Ctrl-C/SIGTERM. `out_dir` and wfpy's WFPY_IGNORED options are accepted for wfpy
-    compatibility and ignored: every run is recorded. `out_dir` is wfpy's name for `runs_dir`."""
+    compatibility and ignored: every run is recorded. `out_dir` is wfpy's name for `runs_dir`. `executor="ray"`
+    fires the actors on a Ray cluster: `ray_address` (`auto`, `ray://host:10001`, or the address
+    `ray start --head` printed), or none for a local instance started for the run."""
     unknown = sorted(set(wfpy_options) - WFPY_IGNORED)
     if unknown:
         raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
@@ -444,7 +471,7 @@ def run(
         runs_dir = out_dir
     result = execute(
         flow, inputs, max_workers=max_workers, runs_dir=runs_dir, run_id=run_id, tape=tape, durable=durable,
-        resume_from=resume_from, at_step=at_step, edits=edits,
+        resume_from=resume_from, at_step=at_step, edits=edits, executor=executor, ray_address=ray_address,
     )
     if result.status == "failed":
         assert result.error is not None

@@ -14,7 +14,6 @@ import copy
 import heapq
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,11 +25,11 @@ from msgspec import Raw
 
 from .composites import fire_control, fire_subflow
 from .errors import FlowtapeError
+from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Plan, give_back, select
-from .firing import execute as execute_action
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
 from .replayer import commit_replayed, give_up_replay, replay_plan
-from .sites import Site, traceback_site
+from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
 from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
 from .tools import ToolStopped
@@ -100,7 +99,7 @@ class Engine:
     # instance falls back to a dict, which cost 4% of an untaped firing.
     __slots__ = (
         "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions",
-        "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
+        "cond", "covered", "diverged", "exclusive", "executor", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
         "live_queues", "stop_requested", "t0", "tape", "top", "unfinished", "unreplayable", "work_dir",
     )
@@ -117,8 +116,11 @@ class Engine:
         unfinished: set[tuple[str, int]] | None = None,
         on_step: Callable[[int, int, str], None] | None = None,
         step_limit: int | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.net = net
+        self.executor: Executor = executor or ThreadExecutor()  # where live firings' actions run
+        self.executor.watch(lambda: self.stop_requested)
         self.max_workers = max(1, max_workers)
         self.tape = tape
         self.work_dir = work_dir
@@ -350,7 +352,7 @@ class Engine:
         error: BaseException | None = None
         try:
             began = time.perf_counter()
-            outcome = execute_action(actor, plan, self.work_dir, self.base_dir)
+            outcome = self.executor.execute(actor, plan, self.work_dir, self.base_dir)
             actor.quick = time.perf_counter() - began < QUICK_ACTION
             if self.tape is not None:
                 produced, problem = self._encode_outputs(actor, outcome.outputs)
@@ -610,7 +612,7 @@ class Engine:
 
     def _fail(self, actor: Actor, fire_count: int, exc: BaseException) -> None:
         if self.failure is None:
-            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            tb = traceback_text(exc)
             raised = traceback_site(exc.original if isinstance(exc, GuardFailed) else exc)
             self.failure = Failure(actor, fire_count, exc, tb, raised)
         self.cond.notify_all()

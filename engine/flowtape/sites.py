@@ -19,6 +19,9 @@ class Site:
 
 
 UNKNOWN = Site("<unknown>", 0)
+# An exception raised on another machine (executors/ray.py) carries its traceback, as text, and
+# the site that raised: (traceback, Site | None), under this attribute.
+REMOTE = "__flowtape_remote__"
 
 
 def _is_internal(filename: str) -> bool:
@@ -66,6 +69,9 @@ def _file_of(cls: type) -> str | None:
 
 def traceback_site(exc: BaseException) -> Site | None:
     """The innermost traceback frame in user code: the line that raised."""
+    remote = getattr(exc, REMOTE, None)
+    if remote is not None:
+        return remote[1]
     tb = exc.__traceback__
     found: Site | None = None
     while tb is not None:
@@ -74,3 +80,13 @@ def traceback_site(exc: BaseException) -> Site | None:
             found = Site(os.path.abspath(filename), tb.tb_lineno)
         tb = tb.tb_next
     return found
+
+
+def traceback_text(exc: BaseException) -> str:
+    """The traceback as Python prints it (where the exception was raised, on a worker too)."""
+    import traceback
+
+    remote = getattr(exc, REMOTE, None)
+    if remote is not None:
+        return str(remote[0])
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

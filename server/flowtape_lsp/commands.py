@@ -188,7 +188,8 @@ def register(server: FlowtapeServer) -> None:
     async def run_flow(*args: Any) -> Any:
         params = P.command_params(args, P.RunParams)
         path = flow_path(params.uri, server.root)
-        run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers)
+        run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers,
+                                   executor=params.executor, ray_address=params.rayAddress)
         if not run.workflow:  # listed by the name the flow will most likely run, until its tape's header says
             run.workflow = _default_workflow(path)
         return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
@@ -200,7 +201,7 @@ def register(server: FlowtapeServer) -> None:
         await manager.ready(source)  # (its index read: the step is checked against it, and launch names its last)
         if params.step is not None:
             _step_in_range(source, params.step, 0)
-        return await _resume(source, params.step, params.maxWorkers)  # (no step: where the run stopped)
+        return await _resume(source, params.step, params.maxWorkers, params.executor, params.rayAddress)  # (no step: where the run stopped)
 
     @server.command(P.CMD_RERUN_ACTOR)
     async def rerun_actor(*args: Any) -> Any:
@@ -214,21 +215,24 @@ def register(server: FlowtapeServer) -> None:
             raise P.invalid(f"run {source.run_id} has no actor {actor!r} (its actors: {names})")
         end = index.end
         if end is not None and end.error is not None and end.error.actor == actor:
-            return await _resume(source, None)  # where it failed: its failed firing has no record
+            return await _resume(source, None, None, params.executor, params.rayAddress)  # where it failed: its failed firing has no record
         if index.firing_after_last_step(actor):  # its last firing is in the composite the run stopped in
-            return await _resume(source, index.steps)  # at the last step: that composite runs again, live
+            return await _resume(source, index.steps, None, params.executor, params.rayAddress)  # at the last step: that composite runs again, live
         step = await asyncio.to_thread(last_firing_step, source, actor)
         if step is None:
             raise P.not_found(f"actor {actor!r} never fired in run {source.run_id}")
-        return await _resume(source, step - 1)
+        return await _resume(source, step - 1, None, params.executor, params.rayAddress)
 
-    async def _resume(source: Run, step: int | None, max_workers: int | None = None) -> Any:
+    async def _resume(
+        source: Run, step: int | None, max_workers: int | None = None, executor: str | None = None, ray_address: str | None = None,
+    ) -> Any:
         header = source.index.header
         assert header is not None
         flow = flow_path(source.uri, server.root) if source.uri else None
         if flow is None:
             raise P.invalid(f"run {source.run_id} names no flow file")
-        run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers)
+        run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers,
+                                   executor=executor, ray_address=ray_address)
         return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
 
     @server.command(P.CMD_STOP)

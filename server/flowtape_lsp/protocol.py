@@ -5,7 +5,7 @@ gets a JSON-RPC error that says what is wrong instead of no answer at all."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from flowtape.flowgraph import FlowGraph
@@ -77,6 +77,7 @@ Step = Annotated[int, msgspec.Meta(ge=0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 Workers = Annotated[int, msgspec.Meta(ge=1, le=MAX_WORKERS)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
+ExecutorName = Literal["threads", "ray"]  # flowtape.executors.EXECUTORS
 
 
 class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -103,12 +104,16 @@ class RunParams(Params):
     workflow: Name | None = None
     inputs: dict[str, Any] | None = None
     maxWorkers: Workers | None = None
+    executor: ExecutorName | None = None  # where its firings run (None: threads)
+    rayAddress: Name | None = None  # the Ray cluster to join (None: a local instance for the run)
 
 
 class ResumeAtStepParams(Params):
     runId: Name
     step: Step | None = None  # None: where the run stopped (its last step, and inside the composite it stopped in)
     maxWorkers: Workers | None = None  # None: the recorded run's
+    executor: ExecutorName | None = None  # as for RunParams (None: threads, whatever the recorded run used)
+    rayAddress: Name | None = None
 
 
 class RerunActorParams(Params):
@@ -116,6 +121,8 @@ class RerunActorParams(Params):
     actor: Name | None = None  # or the line that creates it:
     uri: Name | None = None
     line: Step | None = None  # 0-based, in the file's text as the editor holds it
+    executor: ExecutorName | None = None  # as for RunParams
+    rayAddress: Name | None = None
 
 
 class StopParams(Params):

@@ -293,6 +293,7 @@ class RunManager:
     async def launch(
         self, flow: Path, *, workflow: str | None = None, inputs: dict[str, Any] | None = None,
         max_workers: int | None = None, resume_from: Run | None = None, at_step: int | None = None,
+        executor: str | None = None, ray_address: str | None = None,
         edits: list[str] | None = None,
     ) -> Run:
         """Start `flowtape run` in a child process; returns at once, the run streams on its own."""
@@ -314,6 +315,10 @@ class RunManager:
             args += ["--inputs-json", "-"]  # on stdin: no command-line size limit, nothing taken for an option
         if max_workers is not None:
             args += ["--max-workers", str(max_workers)]
+        if executor is not None:
+            args.append(f"--executor={executor}")
+        if ray_address is not None:
+            args.append(f"--ray-address={ray_address}")  # (attached: an address is never taken for an option)
         if resume_from is not None:
             args += ["--resume-from", str(resume_from.run_dir)]
             if at_step is not None:
