@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agents import ask
+from .agents import Agents
 from .errors import FlowtapeError, TraceCorruption
 from .model import ActionSpec, TaskSpec
 from .network import LAZY, Actor, Item, Queue
 from .schedules import STATE_ATTR, moves_now
 from .sites import traceback_site
 from .tools import run_tool
+from .usage import ModelCall
 from .values import decode
 
 
@@ -163,9 +164,10 @@ def _spread(port: str, count: int, value: Any) -> list[tuple[str, Any]]:
 class Outcome:
     outputs: list[tuple[str, Any]]
     chat: list[dict[str, str]] | None = None
+    calls: list[ModelCall] | None = None  # an agent's live model calls
 
 
-def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome:
+def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path, agents: Agents) -> Outcome:
     """Run the user's code for one firing; what it puts, per output port."""
     spec = actor.spec
     assert spec is not None
@@ -176,9 +178,10 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
             setattr(actor.obj, STATE_ATTR, moves_now(spec.schedule, actor.obj)[plan.action.name])
         return Outcome(_route(actor, plan.action, result))
     inputs = dict(zip(spec.inputs, plan.values, strict=True))
-    if spec.kind == "agent":
-        answer, added = ask(spec, actor.obj, inputs)
-        return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
     stem = f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
+    if spec.kind == "agent":
+        answer = agents.ask(actor.path, spec, actor.obj, inputs, work_dir, stem)
+        outputs = [(port, value) for port, value in answer.outputs.items() if value is not None and port in spec.outputs]
+        return Outcome(outputs, answer.chat, answer.calls or None)
     written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem, actor.outputs.keys())
     return Outcome(list(written.items()))

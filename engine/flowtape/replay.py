@@ -33,6 +33,7 @@ from .tape import (
     gc_paused,
     read_tape,
 )
+from .usage import ModelCall, Spent
 from .values import digest, digest_values, preview_json
 from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header
 
@@ -50,6 +51,7 @@ class Entry:
     chat: Raw | None
     not_replayable: str | None
     recorded: dict[int, list[Raw]] = field(default_factory=dict)
+    calls: list[ModelCall] = field(default_factory=list)  # the model calls it made: replaying saves them
 
     def preview(self, queue: Queue) -> str | None:
         tokens = self.recorded.get(queue.index)
@@ -81,6 +83,7 @@ class Snapshot:
     rounds: dict[str, int] | None = None  # see Checkpoint.rounds (None: a tape from before version 4)
     round: int = 0  # the step's round
     chats_since: dict[str, list[Raw]] = field(default_factory=dict)  # see Checkpoint.chats
+    spent: Spent = field(default_factory=Spent)  # the model calls its firings record: what restoring it saves
 
 
 @dataclass
@@ -253,6 +256,7 @@ def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
         block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
         chats_since=rebuild.chats_since(), rounds=dict(rebuild.rounds) if header.version >= 4 else None, round=rebuild.round,
+        spent=Spent(rebuild.spent.calls, rebuild.spent.inputTokens, rebuild.spent.outputTokens),
     )
 
 
@@ -384,6 +388,7 @@ def _verified_plan(
                     chat=record.chat or None,
                     not_replayable=record.notReplayable,
                     recorded=dict(taken),
+                    calls=record.calls,
                 )
             )
     return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers)

@@ -19,6 +19,7 @@ from msgspec import Raw
 
 from .delta import Edit, apply_edit
 from .errors import TraceCorruption
+from .usage import ModelCall, Spent, Usage
 
 FORMAT_VERSION = 5
 # 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight;
@@ -102,6 +103,7 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only
     chat: Raw = Raw()  # the chat messages this firing added
     within: tuple[str, int] | None = None  # the top-level firing this one ran inside
     notReplayable: str | None = None
+    calls: list[ModelCall] = []  # an agent's live model calls (on a replayed record: what they were)
     h: str = ""
 
 
@@ -196,6 +198,7 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     round: int = 0  # its step's round
     fireCounts: list[tuple[str, int]] = []
     chats: list[tuple[str, list[Raw]]] = []  # what each agent's chat gained since the last checkpoint
+    spent: Spent | None = None  # the model calls every firing so far records (what a resume from here saves)
     h: str = ""
 
 
@@ -213,6 +216,7 @@ class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     leftovers: list[tuple[str, int]] = []
     stuck: list[str] = []
     final: Final | None = None
+    usage: Usage | None = None  # the run's model calls, and what its resume saved
     h: str = ""
 
 

@@ -35,6 +35,7 @@ from .tape import (
     resolve_state,
     split_hash,
 )
+from .usage import Spent
 from .values import canonical, digest
 
 
@@ -53,6 +54,7 @@ class Rebuild:
         self.round = 0  # the last step's
         self.states: dict[str, Raw] = {}
         self.chats: dict[str, list[Raw]] = {}
+        self.spent = Spent()  # the model calls the firings so far record (see Checkpoint.spent)
         self.seq = 0
         self.step = 0
         self.taken: list[tuple[int, list[Raw]]] = []
@@ -87,6 +89,7 @@ class Rebuild:
         twin._step_live = dict(self._step_live)
         twin.outputs_checkpointed = dict(self.outputs_checkpointed)
         twin.chats_checkpointed = dict(self.chats_checkpointed)
+        twin.spent = Spent(self.spent.calls, self.spent.inputTokens, self.spent.outputTokens)
         return twin
 
     def apply(self, line: Line) -> None:
@@ -165,6 +168,8 @@ class Rebuild:
             raise TraceCorruption(str(exc), n, "a state edit gives a state from the actor's last one") from None
         if f.chat:
             self.chats.setdefault(f.actor, []).append(f.chat)
+        if f.calls:
+            self.spent.add(f.calls)
 
     def _check_wired(self, actor: str, index: int, takes: bool, n: int) -> None:
         """A firing takes only from a queue into its actor (`… ->actor.Port`) and puts only into
@@ -278,6 +283,8 @@ class Rebuild:
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         self.seq = self.last_step_seq = checkpoint.seq
         self.step = checkpoint.step
+        spent = checkpoint.spent or Spent()
+        self.spent = Spent(spent.calls, spent.inputTokens, spent.outputTokens)
 
     def _check_checkpoint(self, c: Checkpoint, n: int) -> None:
         problems = []
@@ -299,6 +306,8 @@ class Rebuild:
             problems.append("rounds")
         if {a: _tokens([(0, m)]) for a, m in c.chats} != {a: _tokens([(0, m)]) for a, m in self.chats_since().items()}:
             problems.append("chat messages")
+        if (c.spent or Spent()) != self.spent:
+            problems.append("model calls")
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         if problems:
             raise TraceCorruption(

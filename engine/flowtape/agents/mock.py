@@ -1,11 +1,11 @@
-"""Agent firings: a mock transport that answers offline, or a callable transport."""
+"""Agents that call no model: the mock transport, which answers offline, or a callable transport."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from .model import TaskSpec
+from ..model import TaskSpec
 
 
 def _synthesize(port: str, port_type: Any) -> Any:

@@ -1,0 +1,131 @@
+"""Agent firings. What the engine calls: `Agents` (one per run) answers a firing from its
+transport: a model over HTTP (`openai_chat`, `anthropic_messages`, configured by `config`), the
+mock, or a callable the flow gives. A model's answer is shaped and checked by `prompts`; a bad
+one is asked again (`repair=` times) with what was wrong, then the firing fails."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import FlowtapeError
+from ..ports import is_resource
+from ..usage import ModelCall
+from .config import AgentSetupError, Settings, resolve
+from .mock import ask as ask_offline
+from .prompts import BadAnswer, instruction, outputs_of, payload, repair, schema, to_json
+from .transport import ModelCallFailed, ModelCallStopped, Request, Transport, call
+
+if TYPE_CHECKING:
+    from ..model import AgentConfig, TaskSpec
+
+LIVE = frozenset({"http", "openai", "anthropic"})  # transports that call a model (names.TRANSPORTS' values)
+
+__all__ = ["Agents", "Answer", "AgentSetupError", "AnswerUnusable", "ModelCallFailed", "ModelCallStopped", "calls_model"]
+
+
+class AnswerUnusable(FlowtapeError):
+    """The model's answer stayed unusable after the repairs: the firing fails (its inputs go back)."""
+
+
+@dataclass
+class Answer:
+    outputs: dict[str, Any]  # per output port
+    chat: list[dict[str, str]]  # the messages this firing adds to the actor's chat
+    calls: list[ModelCall] = field(default_factory=list)  # the live calls it made
+
+
+def calls_model(config: AgentConfig | None) -> bool:
+    """Whether an agent with this configuration calls a model (not the mock, not a callable)."""
+    return config is not None and not callable(config.transport) and config.transport in LIVE
+
+
+def _transport(settings: Settings) -> Transport:
+    if settings.sdk == "anthropic":
+        from .anthropic_messages import AnthropicMessages
+
+        return AnthropicMessages(settings)
+    from .openai_chat import OpenAIChat
+
+    return OpenAIChat(settings)
+
+
+class Agents:
+    """A run's agents: each actor's transport, made at its first live firing, and the calls that
+    cost something but were recorded by no firing (one that failed, or was stopped)."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        self.stopping = stopping
+        self.transports: dict[str, Transport] = {}
+        self.lost: list[ModelCall] = []
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def check(who: str, spec: TaskSpec) -> None:
+        """Say now (AgentSetupError) what would keep agent `who` from calling its model."""
+        if calls_model(spec.agent):
+            assert spec.agent is not None
+            resolve(spec.agent, spec.agent.transport, who)
+
+    def _transport_of(self, who: str, config: AgentConfig) -> Transport:
+        with self.lock:
+            transport = self.transports.get(who)
+            if transport is None:
+                transport = self.transports[who] = _transport(resolve(config, config.transport, who))
+            return transport
+
+    def ask(self, who: str, spec: TaskSpec, obj: Any, inputs: dict[str, Any], work_dir: Path, stem: str) -> Answer:
+        """One firing of agent `who`: its answer per output port, and the chat messages it adds."""
+        config = spec.agent
+        assert config is not None
+        if not calls_model(config):
+            outputs, added = ask_offline(spec, obj, inputs)
+            return Answer(outputs, added)
+        transport = self._transport_of(who, config)
+        history: list[dict[str, str]] = getattr(obj, "chat_history", [])
+        user = {"role": "user", "content": payload(spec, obj, inputs)}
+        request = Request([config.prompt, instruction(spec)], [*history, user], schema(spec))
+        calls: list[ModelCall] = []
+        try:
+            for attempt in range(config.repair + 1):
+                reply = call(transport, request, self.stopping)
+                calls.append(reply.call)
+                said = reply.text if reply.data is None else to_json(reply.data)
+                try:
+                    outputs = outputs_of(spec, reply.text, reply.data)
+                    break
+                except BadAnswer as exc:
+                    if attempt == config.repair:
+                        tries = f"after {config.repair} repair(s)" if config.repair else "(repair=0)"
+                        raise AnswerUnusable(f"the model's answer is unusable {tries}: {exc}") from None
+                    request.messages = [*request.messages, {"role": "assistant", "content": said or "(no answer)"},
+                                        {"role": "user", "content": repair(exc, spec)}]
+        except BaseException:
+            self.lost.extend(calls)  # they cost what they cost, though no firing records them
+            raise
+        outputs = _files(spec, outputs, work_dir, stem)
+        added = [user, {"role": "assistant", "content": said}]
+        history.extend(added)
+        obj.chat_history = history
+        return Answer(outputs, added, calls)
+
+    def close(self) -> None:
+        with self.lock:
+            transports, self.transports = list(self.transports.values()), {}
+        for transport in transports:
+            transport.close()
+
+
+def _files(spec: TaskSpec, outputs: dict[str, Any], work_dir: Path, stem: str) -> dict[str, Any]:
+    """A file port's content, written into the run's work/: its token is the file's path."""
+    done = dict(outputs)
+    for port, p in spec.outputs.items():
+        if is_resource(p.type) and isinstance(done.get(port), str):
+            work_dir.mkdir(parents=True, exist_ok=True)
+            path = work_dir / f"{stem}__{port}{p.ext or '.txt'}"
+            path.write_text(done[port], encoding="utf-8")
+            done[port] = str(path)
+    return done
