@@ -155,6 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             out["replayStopped"] = msgspec.to_builtins(result.replay_stopped)
         if result.warnings:
             out["warnings"] = result.warnings
+        if result.usage is not None:
+            out["usage"] = msgspec.to_builtins(result.usage)
         sys.stdout.write(json.dumps(out, default=str) + "\n")
     else:
         cut = False
@@ -182,6 +184,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"flowtape: {result.error.message}", file=sys.stderr)
         if args.verbose and result.error.traceback:
             print(result.error.traceback, file=sys.stderr)
+    if result.usage is not None and not args.json:  # last: what the models cost, and what a resume saved
+        for line in result.usage.said():
+            print(line, file=sys.stderr)
     return {"succeeded": EXIT_OK}.get(result.status, EXIT_FAILED)
 
 

@@ -14,7 +14,9 @@ import msgspec
 from msgspec import Raw
 
 from . import trust
+from .agents import calls_model
 from .errors import ResumeRefused, TraceCorruption
+from .model import AgentConfig
 from .network import Network, Queue
 from .rundir import TAPE, check_not_cut_short, read_summary, still_running
 from .seek import restore
@@ -137,7 +139,23 @@ def statics_of(net: Network) -> list[tuple[str, str]]:
         except Exception:  # noqa: BLE001 - NotEncodable, no len(), or whatever a user's iterable raises: not told
             pass
         found.append((a.path, told))
+    # an agent's prompt: a resume sees it changed (its recorded answers were to another question)
+    found.extend((a.path, _prompt_digest(a.spec.agent)) for a in net.actors if a.spec is not None and calls_model(a.spec.agent))
     return found
+
+
+def _prompt_digest(config: AgentConfig | None) -> str:
+    return digest_values([["prompt", config.prompt if config is not None else ""]])
+
+
+def _mark_changed_prompts(header: Header, net: Network, entries: dict[str, list[Entry]]) -> None:
+    """The recorded firings of an agent whose prompt changed do not replay: it diverges there."""
+    recorded = dict(header.statics)
+    for path, told in statics_of(net):
+        actor = net.by_path[path]
+        if actor.kind == "agent" and recorded.get(path, told) != told:
+            for entry in entries.get(path, []):
+                entry.not_replayable = "the agent's prompt changed since the recorded run"
 
 
 def _statics_hold(header: Header, net: Network) -> bool:
@@ -391,4 +409,5 @@ def _verified_plan(
                     calls=record.calls,
                 )
             )
+    _mark_changed_prompts(header, net, entries)
     return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers)

@@ -40,12 +40,12 @@ class Usage(msgspec.Struct, omit_defaults=True):
     (`replayedCalls`, with the tokens they had cost: `saved*`). `cost` and `savedCost` (in the
     price table's currency) only with a price table (see `Prices`)."""
 
-    calls: int = 0
-    inputTokens: int = 0
-    outputTokens: int = 0
-    replayedCalls: int = 0
-    savedInputTokens: int = 0
-    savedOutputTokens: int = 0
+    calls: int  # (no defaults: all six are always written)
+    inputTokens: int
+    outputTokens: int
+    replayedCalls: int
+    savedInputTokens: int
+    savedOutputTokens: int
     cost: float | None = None
     savedCost: float | None = None
 
