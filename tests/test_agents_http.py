@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import msgspec
@@ -19,7 +18,6 @@ from flowtape.loader import load_flow
 from flowtape.rundir import read_summary
 from flowtape.runner import execute
 from flowtape.tape import End, Firing, read_tape
-
 from model_server import Event, ModelServer
 
 KEY = "sk-flowtape-test-SECRET-5f3a9c"

@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 from flowtape.runner import MAX_WORKERS
 from flowtape.tape import Divergence
+from flowtape.usage import ModelCall, Usage
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 # ---- method and command names ------------------------------------------------------------------
@@ -221,6 +222,7 @@ class RunFinished(Message):
     error: str | None = None
     errorDetail: ErrorDetail | None = None
     replayStopped: list[Divergence] | None = None
+    usage: Usage | None = None  # its model calls, and what its resume saved
 
 
 class RunInfo(Message):
@@ -234,6 +236,7 @@ class RunInfo(Message):
     finishedAt: str | None = None
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
+    usage: Usage | None = None
 
 
 class RunsResult(Message):
@@ -266,7 +269,8 @@ class ActorState(Message):
 
 class ChatEntry(Message):
     actor: str
-    chat: str
+    chat: str  # a preview of the messages the firing added: its prompt and the answer
+    calls: list[ModelCall] | None = None  # its live model calls (on a replayed step: the recorded ones)
 
 
 class StepDetailResult(Message):

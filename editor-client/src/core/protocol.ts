@@ -36,6 +36,34 @@ export interface RunInfo {
   resumedFrom?: string | null;
   resumedAtStep?: number | null;
   runDir: string;
+  usage?: Usage | null;
+}
+
+/** A run's model calls, and what its resume saved (`flowtape.usage.Usage`). */
+export interface Usage {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  replayedCalls: number;
+  savedInputTokens: number;
+  savedOutputTokens: number;
+  cost?: number | null;
+  savedCost?: number | null;
+}
+
+/** One live model call of a firing (`flowtape.usage.ModelCall`). */
+export interface ModelCall {
+  model: string;
+  inputTokens?: number;
+  outputTokens?: number;
+  ms?: number;
+}
+
+/** The messages a firing of an agent added, and its model calls. */
+export interface ChatEntry {
+  actor: string;
+  chat: string;
+  calls?: ModelCall[] | null;
 }
 
 export interface Divergence {
@@ -70,6 +98,7 @@ export interface RunFinishedParams {
   outputs: unknown;
   error?: string | null;
   replayStopped?: Divergence[] | null;
+  usage?: Usage | null;
 }
 
 export interface RunsParams {
@@ -108,7 +137,7 @@ export interface StepDetail {
   put: QueueTokens[];
   queues: { queue: string; size: number; tokens: string[] }[];
   states: { actor: string; state: string | null; fireCount: number }[]; // every actor; state null: it keeps none
-  chat?: unknown[] | null;
+  chat?: ChatEntry[] | null;
 }
 
 export interface RunStartResult {
