@@ -492,3 +492,53 @@ def test_a_stop_ends_a_call_under_way_and_the_run_resumes(server, write_flow, tm
     resumed = _flowtape("run", str(flow), "--resume-from", "stopped", "--runs-dir", "runs", env=env, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "verdict:" in resumed.stdout and len(server.requests) == 4
+
+
+def test_a_missing_sdk_says_which_extra_to_install(write_flow, tmp_path):
+    flow = _flow(write_flow, "anthropic", "claude-test")
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    blocked = ("import sys; sys.modules['anthropic'] = None; from flowtape.cli import main; "  # (as if not installed)
+               f"sys.exit(main(['run', {str(flow)!r}, '--input', 'ticket=hi', '--runs-dir', 'runs']))")
+    proc = subprocess.run([sys.executable, "-c", blocked], env={**env, "ANTHROPIC_API_KEY": KEY}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert ("agent draft calls anthropic through the anthropic SDK, which is not installed: "
+            "pip install 'flowtape[anthropic]'") in proc.stderr
+    assert not (tmp_path / "runs").exists()  # said before anything ran
+
+
+def test_a_resume_that_must_call_a_model_without_a_key_fails_at_that_firing(server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    flow = _flow(write_flow, source=GEN_CHAT.replace('model="gpt-test"', 'model="gpt-test", retries=0'))
+    server.then(Event({"outputs": {"answer": "one"}}), Event(None, 500, "down"))
+    failed = execute(load_flow(str(flow), None), {}, runs_dir=runs_dir)
+    assert failed.status == "failed"
+    server.requests.clear()
+    monkeypatch.delenv("OPENAI_API_KEY")
+    resumed = execute(load_flow(str(flow), None), runs_dir=runs_dir, resume_from=failed.run_id)
+    assert resumed.status == "failed" and server.requests == []
+    assert "chat failed on firing 2" in resumed.error.message and "has no API key for openai" in resumed.error.message
+    assert read_summary(resumed.run_dir).usage.replayedCalls == 1  # the first firing's call was replayed
+
+
+def test_the_history_sent_back_keeps_to_the_context_budget(server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    source = GEN_CHAT.replace("self.i >= 2", "self.i >= 4").replace('model="gpt-test"', 'model="gpt-test", context_budget=3')
+    result = execute(load_flow(str(_flow(write_flow, source=source)), None), {}, runs_dir=runs_dir)
+    assert result.status == "succeeded", result.error
+    roles = [[m["role"] for m in r.body["messages"] if m["role"] != "system"] for r in server.requests]
+    assert roles == [["user"], ["user", "assistant", "user"], ["user", "assistant", "user"], ["user", "assistant", "user"]]
+    assert [len(msgspec.json.decode(f.chat)) for f in _firings(result.run_dir) if f.actor == "chat"] == [2, 2, 2, 2]
+
+
+def test_the_agents_example_calls_an_openai_compatible_server(server, tmp_path):
+    from conftest import EXAMPLES
+
+    server.model = lambda seen: {"outputs": {"verdict": "approve", "note": "fine"}}
+    env = {**_cli_env(server), "MODEL": "example-model"}
+    proc = _flowtape("run", str(EXAMPLES / "agents.py"), "--json", "--runs-dir", "runs", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["outputs"] == {"notes": ["fine", "fine"], "summary": ["2 drafts reviewed: 2 approved, 0 to revise"]}
+    assert {r.body["model"] for r in server.requests} == {"example-model"} and len(server.requests) == 2
+    assert result["usage"]["calls"] == 2

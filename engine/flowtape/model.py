@@ -47,6 +47,7 @@ class AgentConfig:
     retries: int = 2  # the SDK's retries of a 429, a 5xx, a timeout (with backoff, honouring retry-after)
     repair: int = 2  # times a bad answer is asked again, the error said to the model
     max_tokens: int = 4096  # of an answer (the Messages API needs it)
+    context_budget: int = 50  # of the chat history, the latest messages sent back to the model (wfpy's)
 
 
 @dataclass
@@ -338,6 +339,8 @@ def agent(
     retries: int = 2,
     repair: int = 2,
     max_tokens: int = 4096,
+    context_budget: int = 50,
+    contextBudget: int | None = None,  # noqa: N803 - wfpy's camelCase spelling
     **_ignored: Any,
 ) -> Any:
     """An LLM agent task. `transport="http"` (the default, as in wfpy), `"openai"` or `"anthropic"`
@@ -371,7 +374,8 @@ def agent(
             raise FlowError(f"{klass.__name__}: mock_outputs names {', '.join(map(repr, unknown))}, which is no output port "
                             f"(its outputs: {', '.join(spec.outputs) or 'none'})", site.file, site.line)
         spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model, max(budget, 0), provider,
-                                 base_url or endpoint, api_key_env, seconds, retries, repair, max_tokens)
+                                 base_url or endpoint, api_key_env, seconds, retries, repair, max_tokens,
+                                 max(int(context_budget if contextBudget is None else contextBudget), 0))
         spec.kind = "agent"
         spec.refresh()
         setattr(klass, SPEC_ATTR, spec)

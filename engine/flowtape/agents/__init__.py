@@ -87,7 +87,7 @@ class Agents:
         transport = self._transport_of(who, config)
         history: list[dict[str, str]] = getattr(obj, "chat_history", [])
         user = {"role": "user", "content": payload(spec, obj, inputs)}
-        request = Request([config.prompt, instruction(spec)], [*history, user], schema(spec))
+        request = Request([config.prompt, instruction(spec)], [*_recent(history, config.context_budget), user], schema(spec))
         calls: list[ModelCall] = []
         try:
             for attempt in range(config.repair + 1):
@@ -117,6 +117,14 @@ class Agents:
             transports, self.transports = list(self.transports.values()), {}
         for transport in transports:
             transport.close()
+
+
+def _recent(history: list[dict[str, str]], budget: int) -> list[dict[str, str]]:
+    """The latest `budget` messages of a chat, from a user message on (as wfpy trims it)."""
+    recent = history[-budget:] if budget else []
+    while recent and recent[0].get("role") != "user":
+        recent = recent[1:]
+    return recent
 
 
 def _files(spec: TaskSpec, outputs: dict[str, Any], work_dir: Path, stem: str) -> dict[str, Any]:

@@ -56,13 +56,20 @@ def resolve(config: AgentConfig, transport: str, who: str, environ: Mapping[str,
         model = rest
     if not model:
         raise AgentSetupError(f"agent {who} names no model: give @agent(model='...') or set WF_AGENT_MODEL")
-    if importlib.util.find_spec(sdk) is None:
+    if not installed(sdk):
         raise AgentSetupError(f"agent {who} calls {provider} through the {sdk} SDK, which is not installed: "
                               f"pip install 'flowtape[{EXTRAS[sdk]}]'")
     base_url = config.base_url or env.get("WF_AGENT_ENDPOINT") or (env.get(BASE_URL_VARS[sdk]) if provider == sdk else None)
     base_url = _base_url(base_url or BASE_URLS.get(provider), sdk)
     return Settings(sdk, provider, model, base_url, config.timeout or DEFAULT_TIMEOUT, max(config.retries, 0),
                     config.max_tokens, _key(config, provider, who, env))
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # (a module set to None in sys.modules: blocked)
+        return False
 
 
 def _provider(config: AgentConfig, transport: str, model: str, env: Mapping[str, str], who: str) -> str:
