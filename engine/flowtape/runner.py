@@ -46,6 +46,7 @@ from .verify import outputs_bytes
 from .writer import TapeWriter
 
 STOP_GRACE = 10.0
+MODEL_WORKERS = 16
 
 
 @dataclass
@@ -255,7 +256,10 @@ def execute(
         seeded = _encode_inputs(inputs)
         inputs_raw = Raw(msgspec.json.encode({port: item[1] for port, item in seeded.items()})) if seeded else Raw(b"{}")
     _check_agents(net, plan)
-    workers = max_workers if max_workers is not None else (graph.max_workers or min(8, (os.cpu_count() or 1) + 2))
+    # (agents that call a model wait on the network, not the CPU: by default, one worker each, up to MODEL_WORKERS)
+    callers = sum(1 for a in net.actors if a.spec is not None and calls_model(a.spec.agent))
+    default = max(min(8, (os.cpu_count() or 1) + 2), min(callers, MODEL_WORKERS))
+    workers = max_workers if max_workers is not None else (graph.max_workers or default)
     workers = min(workers, MAX_WORKERS)
     run_id = new_run_id() if run_id is None else run_id
     if not valid_run_id(run_id) or not run_id[0].isalnum():  # `-x` would read as an option to `flowtape show`

@@ -54,12 +54,15 @@ def _transport(settings: Settings) -> Transport:
 
 
 class Agents:
-    """A run's agents: each actor's transport, made at its first live firing, and the calls that
-    cost something but were recorded by no firing (one that failed, or was stopped)."""
+    """A run's agents: each actor's transport, made at its first live firing (one per endpoint
+    and settings, shared: an SDK client holds a pool of connections and takes a while to make),
+    and the calls that cost something but were recorded by no firing (one that failed, or was
+    stopped)."""
 
     def __init__(self, stopping: Callable[[], bool]) -> None:
         self.stopping = stopping
-        self.transports: dict[str, Transport] = {}
+        self.transports: dict[str, Transport] = {}  # by actor
+        self.shared: dict[Settings, Transport] = {}
         self.lost: list[ModelCall] = []
         self.lock = threading.Lock()
 
@@ -71,11 +74,15 @@ class Agents:
             resolve(spec.agent, spec.agent.transport, who)
 
     def _transport_of(self, who: str, config: AgentConfig) -> Transport:
-        with self.lock:
-            transport = self.transports.get(who)
-            if transport is None:
-                transport = self.transports[who] = _transport(resolve(config, config.transport, who))
-            return transport
+        transport = self.transports.get(who)
+        if transport is None:
+            settings = resolve(config, config.transport, who)
+            with self.lock:  # (one client per settings, made once, however many agents ask at once)
+                transport = self.shared.get(settings)
+                if transport is None:
+                    transport = self.shared[settings] = _transport(settings)
+                self.transports[who] = transport
+        return transport
 
     def ask(self, who: str, spec: TaskSpec, obj: Any, inputs: dict[str, Any], work_dir: Path, stem: str) -> Answer:
         """One firing of agent `who`: its answer per output port, and the chat messages it adds."""
@@ -114,7 +121,7 @@ class Agents:
 
     def close(self) -> None:
         with self.lock:
-            transports, self.transports = list(self.transports.values()), {}
+            transports, self.shared, self.transports = list(self.shared.values()), {}, {}
         for transport in transports:
             transport.close()
 

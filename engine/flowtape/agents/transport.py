@@ -110,6 +110,8 @@ def call(transport: Transport, request: Request, stopping: Callable[[], bool]) -
             transport.close()
             raise ModelCallStopped(f"the call to {transport.settings.endpoint} was ended by the run's stop")
     if "error" in box:
+        if stopping():  # (another call's stop closed the client this one shared)
+            raise ModelCallStopped(f"the call to {transport.settings.endpoint} was ended by the run's stop")
         raise box["error"]
     reply: Reply = box["reply"]
     reply.call.ms = int((time.perf_counter() - began) * 1000)
