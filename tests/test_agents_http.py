@@ -18,6 +18,7 @@ from flowtape.loader import load_flow
 from flowtape.rundir import read_summary
 from flowtape.runner import execute
 from flowtape.tape import End, Firing, read_tape
+from flowtape.verify import verify_run
 from model_server import Event, ModelServer
 
 KEY = "sk-flowtape-test-SECRET-5f3a9c"
@@ -315,6 +316,8 @@ def test_a_resume_at_the_last_step_sends_nothing_and_says_what_it_saved(server, 
     assert (usage.calls, usage.replayedCalls) == (0, 3)
     assert (usage.savedInputTokens, usage.savedOutputTokens) == (spent.inputTokens, spent.outputTokens)
     assert usage.said()[-1] == f"replayed 3 model calls, saved {spent.inputTokens + spent.outputTokens:,} tokens"
+    verify_run(resumed.run_dir)  # (raises on a broken rule)
+    assert [len(f.calls) for f in _firings(resumed.run_dir)] == [1, 1, 1]
 
 
 def test_a_resume_replaying_per_actor_saves_the_calls_before_the_failed_firing(server, write_flow, runs_dir, monkeypatch):
@@ -421,12 +424,19 @@ def main():
 '''
 
 
-def test_a_price_table_puts_a_cost_on_the_calls(server, write_flow, runs_dir, monkeypatch, tmp_path):
+def test_a_price_table_puts_a_cost_on_the_calls_and_on_what_a_resume_saved(server, write_flow, runs_dir, monkeypatch, tmp_path):
     _use(monkeypatch, server)
     (tmp_path / "pyproject.toml").write_text('[tool.flowtape.prices]\n"gpt-test" = { input = 2.0, output = 8.0 }\n')
-    result = _run(_flow(write_flow), runs_dir)
+    flow = _flow(write_flow)
+    result = _run(flow, runs_dir)
     usage = read_summary(result.run_dir).usage
     assert usage.cost == pytest.approx((usage.inputTokens * 2.0 + usage.outputTokens * 8.0) / 1e6)
+    resumed = execute(load_flow(str(flow), None), runs_dir=runs_dir, resume_from=result.run_id)
+    again = read_summary(resumed.run_dir).usage
+    assert again.cost is None and again.savedCost == usage.cost
+    assert usage.said()[0].endswith(f"output tokens ({usage.cost:,.4f})")
+    (tmp_path / "pyproject.toml").write_text('[tool.flowtape.prices]\n"other-model" = { input = 1.0 }\n')
+    assert read_summary(_run(_flow(write_flow), runs_dir).run_dir).usage.cost is None  # no price for gpt-test: no cost
 
 
 # ---- in a real child process: the CLI, a stop during a call, the key absent from all a run leaves -------
@@ -542,3 +552,28 @@ def test_the_agents_example_calls_an_openai_compatible_server(server, tmp_path):
     assert result["outputs"] == {"notes": ["fine", "fine"], "summary": ["2 drafts reviewed: 2 approved, 0 to revise"]}
     assert {r.body["model"] for r in server.requests} == {"example-model"} and len(server.requests) == 2
     assert result["usage"]["calls"] == 2
+
+
+def test_checkpoints_carry_what_a_resume_from_them_saves(server, write_flow, runs_dir, monkeypatch):
+    from flowtape import scheduler
+    from flowtape.tape import Checkpoint
+
+    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
+    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    _use(monkeypatch, server)
+    flow = _flow(write_flow, source=GEN_CHAT.replace("self.i >= 2", "self.i >= 5"))
+    first = execute(load_flow(str(flow), None), {}, runs_dir=runs_dir, max_workers=1)
+    records = [line.record for line in read_tape(first.run_dir / "tape.jsonl").lines]
+    checkpoints = [r for r in records if isinstance(r, Checkpoint)]
+    assert checkpoints and all(c.spent and c.spent[0].model == "gpt-test" for c in checkpoints)
+    verify_run(first.run_dir)  # each checkpoint's `spent` agrees with the firings before it
+    spent = read_summary(first.run_dir).usage
+    server.requests.clear()
+    for at in (checkpoints[-1].step, None):  # restored from that checkpoint; from the last one, then its records
+        resumed = execute(load_flow(str(flow), None), runs_dir=runs_dir, resume_from=first.run_id, at_step=at)
+        usage = read_summary(resumed.run_dir).usage
+        assert resumed.status == "succeeded"
+        if at is None:
+            assert (usage.replayedCalls, usage.savedInputTokens) == (spent.calls, spent.inputTokens)
+    assert len(server.requests) == 5 - sum(1 for r in records[: records.index(checkpoints[-1])]
+                                           if isinstance(r, Firing) and r.actor == "chat")

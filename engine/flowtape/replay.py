@@ -85,7 +85,7 @@ class Snapshot:
     rounds: dict[str, int] | None = None  # see Checkpoint.rounds (None: a tape from before version 4)
     round: int = 0  # the step's round
     chats_since: dict[str, list[Raw]] = field(default_factory=dict)  # see Checkpoint.chats
-    spent: Spent = field(default_factory=Spent)  # the model calls its firings record: what restoring it saves
+    spent: list[Spent] = field(default_factory=list)  # the model calls its firings record: what restoring it saves
 
 
 @dataclass
@@ -274,7 +274,7 @@ def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
         block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
         chats_since=rebuild.chats_since(), rounds=dict(rebuild.rounds) if header.version >= 4 else None, round=rebuild.round,
-        spent=Spent(rebuild.spent.calls, rebuild.spent.inputTokens, rebuild.spent.outputTokens),
+        spent=rebuild.spent.listed(),
     )
 
 

@@ -34,7 +34,7 @@ def restore(engine: Engine, snapshot: Any) -> None:
             if isinstance(history, list):
                 for raw in chats:
                     history.extend(value_of((LAZY, raw)))
-        engine.tally.add_saved(snapshot.spent)  # the calls its firings record, replayed all at once
+        engine.tally.replayed.merge(snapshot.spent)  # the calls its firings record, replayed all at once
         engine.seq = engine.firings = snapshot.seq
         engine.steps = snapshot.steps
         if snapshot.rounds is not None:  # one worker's round-robin goes on where the recording was

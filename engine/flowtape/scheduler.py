@@ -566,7 +566,7 @@ class Engine:
             rounds=list(self.rounds.items()),
             round=self.last_round,
             chats=list(self.chats_since.items()),
-            spent=self.tally.spent() if self.tally.live or self.tally.replayed or self.tally.replayed_unpriced.calls else None,
+            spent=self.tally.on_tape(),
         )
         self.chats_since = {}
         size = sum(len(t) for _, tokens in queues for t in tokens) + sum(len(bytes(s)) for _, s in checkpoint.states)

@@ -198,7 +198,7 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     round: int = 0  # its step's round
     fireCounts: list[tuple[str, int]] = []
     chats: list[tuple[str, list[Raw]]] = []  # what each agent's chat gained since the last checkpoint
-    spent: Spent | None = None  # the model calls every firing so far records (what a resume from here saves)
+    spent: list[Spent] = []  # per model, the calls every firing so far records (what a resume from here saves)
     h: str = ""
 
 

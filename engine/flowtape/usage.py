@@ -6,7 +6,6 @@ Every struct here is defined once and shared by the tape, run.json and the langu
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -22,17 +21,57 @@ class ModelCall(msgspec.Struct, omit_defaults=True):
 
 
 class Spent(msgspec.Struct, omit_defaults=True):
-    """The calls a tape's firings record up to a point (replayed ones included): what a resume
-    from there saves. Checkpoints carry it, as they carry states."""
+    """The calls to one model that a tape's firings record up to a point (replayed ones included):
+    what a resume from there saves. Checkpoints carry them, as they carry states."""
 
+    model: str
     calls: int = 0
     inputTokens: int = 0
     outputTokens: int = 0
 
+
+class Spending:
+    """Calls added up per model."""
+
+    def __init__(self, spent: list[Spent] | None = None) -> None:
+        self.by_model: dict[str, Spent] = {}
+        self.merge(spent or [])
+
     def add(self, calls: list[ModelCall]) -> None:
-        self.calls += len(calls)
-        self.inputTokens += sum(c.inputTokens for c in calls)
-        self.outputTokens += sum(c.outputTokens for c in calls)
+        for call in calls:
+            into = self.by_model.setdefault(call.model, Spent(call.model))
+            into.calls += 1
+            into.inputTokens += call.inputTokens
+            into.outputTokens += call.outputTokens
+
+    def merge(self, spent: list[Spent]) -> None:
+        for part in spent:
+            into = self.by_model.setdefault(part.model, Spent(part.model))
+            into.calls += part.calls
+            into.inputTokens += part.inputTokens
+            into.outputTokens += part.outputTokens
+
+    def listed(self) -> list[Spent]:
+        return [Spent(s.model, s.calls, s.inputTokens, s.outputTokens) for s in self.by_model.values()]
+
+    def total(self) -> Spent:
+        whole = Spent("")
+        for part in self.by_model.values():
+            whole.calls += part.calls
+            whole.inputTokens += part.inputTokens
+            whole.outputTokens += part.outputTokens
+        return whole
+
+    def cost(self, prices: dict[str, Price]) -> float | None:
+        """What the calls cost, or None when a model they used has no price (a cost that leaves a
+        model out would read as the whole)."""
+        total = 0.0
+        for model, spent in self.by_model.items():
+            price = prices.get(model)
+            if price is None:
+                return None
+            total += (spent.inputTokens * price.input + spent.outputTokens * price.output) / 1e6
+        return round(total, 6)
 
 
 class Usage(msgspec.Struct, omit_defaults=True):
@@ -74,66 +113,31 @@ PRICES_FILE = "pyproject.toml"  # its [tool.flowtape.prices] table: {"model": {i
 
 
 class Tally:
-    """A run's usage as it goes: the calls it makes and those its replayed firings had made,
-    kept per model so that a price table can put a cost on them."""
+    """A run's usage as it goes: the calls it makes and those its replayed firings had made."""
 
     def __init__(self) -> None:
-        self.live: dict[str, Spent] = {}
-        self.replayed: dict[str, Spent] = {}
-        self.replayed_unpriced = Spent()  # a snapshot's: its calls' models are not told apart
+        self.live = Spending()
+        self.replayed = Spending()
 
     def add(self, calls: list[ModelCall], replayed: bool) -> None:
-        into = self.replayed if replayed else self.live
-        for call in calls:
-            into.setdefault(call.model, Spent()).add([call])
+        (self.replayed if replayed else self.live).add(calls)
 
-    def add_saved(self, spent: Spent) -> None:
-        self.replayed_unpriced.calls += spent.calls
-        self.replayed_unpriced.inputTokens += spent.inputTokens
-        self.replayed_unpriced.outputTokens += spent.outputTokens
-
-    def spent(self) -> Spent:
+    def on_tape(self) -> list[Spent]:
         """Every call the tape records so far, replayed ones included (for a checkpoint)."""
-        total = Spent(self.replayed_unpriced.calls, self.replayed_unpriced.inputTokens, self.replayed_unpriced.outputTokens)
-        for part in (*self.live.values(), *self.replayed.values()):
-            total.calls += part.calls
-            total.inputTokens += part.inputTokens
-            total.outputTokens += part.outputTokens
-        return total
+        both = Spending(self.live.listed())
+        both.merge(self.replayed.listed())
+        return both.listed()
 
     def usage(self, prices: dict[str, Price] | None = None) -> Usage | None:
         """The run's usage (None when it neither called nor replayed a model)."""
-        live = _sum(self.live.values())
-        saved = _sum([*self.replayed.values(), self.replayed_unpriced])
+        live, saved = self.live.total(), self.replayed.total()
         if not live.calls and not saved.calls:
             return None
         usage = Usage(live.calls, live.inputTokens, live.outputTokens, saved.calls, saved.inputTokens, saved.outputTokens)
         if prices:
-            usage.cost = _cost(self.live, prices)
-            if not self.replayed_unpriced.calls:
-                usage.savedCost = _cost(self.replayed, prices)
+            usage.cost = self.live.cost(prices) if live.calls else None
+            usage.savedCost = self.replayed.cost(prices) if saved.calls else None
         return usage
-
-
-def _sum(parts: Iterable[Spent]) -> Spent:
-    total = Spent()
-    for part in parts:
-        total.calls += part.calls
-        total.inputTokens += part.inputTokens
-        total.outputTokens += part.outputTokens
-    return total
-
-
-def _cost(by_model: dict[str, Spent], prices: dict[str, Price]) -> float | None:
-    """The calls' cost, or None when a model they used has no price (a cost that leaves a model
-    out would read as the whole)."""
-    total = 0.0
-    for model, spent in by_model.items():
-        price = prices.get(model)
-        if price is None:
-            return None
-        total += (spent.inputTokens * price.input + spent.outputTokens * price.output) / 1e6
-    return round(total, 6)
 
 
 class PriceTableError(ValueError):

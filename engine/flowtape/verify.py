@@ -35,7 +35,7 @@ from .tape import (
     resolve_state,
     split_hash,
 )
-from .usage import Spent
+from .usage import Spending
 from .values import canonical, digest
 
 
@@ -54,7 +54,7 @@ class Rebuild:
         self.round = 0  # the last step's
         self.states: dict[str, Raw] = {}
         self.chats: dict[str, list[Raw]] = {}
-        self.spent = Spent()  # the model calls the firings so far record (see Checkpoint.spent)
+        self.spent = Spending()  # the model calls the firings so far record (see Checkpoint.spent)
         self.seq = 0
         self.step = 0
         self.taken: list[tuple[int, list[Raw]]] = []
@@ -89,7 +89,7 @@ class Rebuild:
         twin._step_live = dict(self._step_live)
         twin.outputs_checkpointed = dict(self.outputs_checkpointed)
         twin.chats_checkpointed = dict(self.chats_checkpointed)
-        twin.spent = Spent(self.spent.calls, self.spent.inputTokens, self.spent.outputTokens)
+        twin.spent = Spending(self.spent.listed())
         return twin
 
     def apply(self, line: Line) -> None:
@@ -283,8 +283,7 @@ class Rebuild:
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         self.seq = self.last_step_seq = checkpoint.seq
         self.step = checkpoint.step
-        spent = checkpoint.spent or Spent()
-        self.spent = Spent(spent.calls, spent.inputTokens, spent.outputTokens)
+        self.spent = Spending(checkpoint.spent)
 
     def _check_checkpoint(self, c: Checkpoint, n: int) -> None:
         problems = []
@@ -306,7 +305,7 @@ class Rebuild:
             problems.append("rounds")
         if {a: _tokens([(0, m)]) for a, m in c.chats} != {a: _tokens([(0, m)]) for a, m in self.chats_since().items()}:
             problems.append("chat messages")
-        if (c.spent or Spent()) != self.spent:
+        if sorted(c.spent, key=lambda s: s.model) != sorted(self.spent.listed(), key=lambda s: s.model):
             problems.append("model calls")
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         if problems:
