@@ -328,6 +328,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         _say(f"{end.status} · outputs {preview_json(msgspec.json.decode(end.outputs), 2000)}")
         if end.error is not None:
             _say(f"error: {end.error.message}")
+        for line in end.usage.said() if end.usage is not None else []:
+            _say(line)
     else:
         _say("(no end record: the run is still going, or was killed)")
     return EXIT_OK

@@ -14,6 +14,7 @@ from .errors import UsageError
 from .rundir import TAPE, read_summary
 from .seek import at_step_from_checkpoints, walk_to_step
 from .tape import End, Firing, Header, Step, Tape, decode_record
+from .usage import ModelCall
 from .values import preview_json
 from .verify import Rebuild, verify_run
 
@@ -38,6 +39,7 @@ class ActorAfter(msgspec.Struct):
 class ChatAdded(msgspec.Struct):
     actor: str
     messages: Raw
+    calls: list[ModelCall] = []  # the model calls of its firing
 
 
 class StepHead(msgspec.Struct):
@@ -136,7 +138,7 @@ def _describe(rebuild: Rebuild, step: Step, pending: list[tuple[Firing, list[tup
         put=[Tokens(names[i], tokens) for f, _ in pending for i, tokens in f.produced],
         queues=[Contents(names[i], len(q), list(q)) for i, q in enumerate(rebuild.queues)],
         states=[ActorAfter(a.path, rebuild.fire_counts.get(a.path, 0), rebuild.states.get(a.path)) for a in rebuild.header.actors],
-        chat=[ChatAdded(f.actor, f.chat) for f, _ in pending if f.chat],
+        chat=[ChatAdded(f.actor, f.chat, f.calls) for f, _ in pending if f.chat],
     )
 
 
@@ -156,6 +158,7 @@ def format_detail(d: StepDetail) -> str:
         lines.append(f"    {a.actor}: fired {a.fireCount} · {state}")
     for c in d.chat:
         lines.append(f"  chat added by {c.actor}: {preview_json(msgspec.json.decode(c.messages), 300)}")
+        lines += [f"    model call: {m.model} · {m.inputTokens:,} in / {m.outputTokens:,} out tokens · {m.ms:,} ms" for m in c.calls]
     return "\n".join(lines)
 
 
