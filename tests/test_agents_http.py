@@ -577,3 +577,19 @@ def test_checkpoints_carry_what_a_resume_from_them_saves(server, write_flow, run
             assert (usage.replayedCalls, usage.savedInputTokens) == (spent.calls, spent.inputTokens)
     assert len(server.requests) == 5 - sum(1 for r in records[: records.index(checkpoints[-1])]
                                            if isinstance(r, Firing) and r.actor == "chat")
+
+
+@pytest.mark.parametrize(("transport", "said"), [
+    ("claude-cli", "transport 'claude-cli' runs an agent CLI, which Flowtape does not"),
+    ("smoke-signals", "unknown transport 'smoke-signals': use one of 'http', 'openai-http', 'openai', 'anthropic'"),
+])
+def test_a_transport_flowtape_does_not_have_is_refused_where_it_is_named(transport, said, write_flow):
+    flow = _flow(write_flow, transport)
+    with pytest.raises(FlowError, match=said) as caught:
+        load_flow(str(flow), None)
+    assert caught.value.file == str(flow) and caught.value.line == 7  # the @agent line
+
+
+def test_wfpys_offline_transport_is_the_mock(write_flow, runs_dir):
+    result = _run(_flow(write_flow, "OFFLINE"), runs_dir)
+    assert result.status == "succeeded" and result.outputs == {"verdict": ["mock:verdict"]}
