@@ -56,3 +56,22 @@ def line_of(path: Path, marker: str) -> int:
         if text.rstrip().endswith(f"# {marker}"):
             return number
     raise AssertionError(f"no line marked {marker!r} in {path}")
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No variable that configures a model (agent tests: each says what it uses)."""
+    from agent_flows import ENV_VARS
+
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server(clean_env):
+    """A local model server speaking both providers' wire formats (tests/model_server.py)."""
+    from model_server import ModelServer
+
+    s = ModelServer()
+    yield s
+    s.close()

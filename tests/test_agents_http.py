@@ -1,115 +1,35 @@
-"""Agents that call a model over real HTTP: a local server (tests/model_server.py) speaks the
-OpenAI chat-completions and the Anthropic Messages wire formats; the official SDKs make real
-requests to it. Nothing here patches an SDK."""
+"""Agents that call a model over real HTTP, in-process: a local server (tests/model_server.py)
+speaks the OpenAI chat-completions and the Anthropic Messages wire formats; the official SDKs make
+real requests to it. Nothing here patches an SDK. (test_agents_cli.py: the same in child processes.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
 import pytest
+from agent_flows import (
+    ENV_VARS,
+    GEN_CHAT,
+    KEY,
+    MULTI_TURN,
+    THREE_AGENTS,
+    _end,
+    _firings,
+    _flow,
+    _run,
+    _use,
+)
 from flowtape.errors import FlowError
 from flowtape.loader import load_flow
 from flowtape.rundir import read_summary
 from flowtape.runner import execute
-from flowtape.tape import End, Firing, read_tape
+from flowtape.tape import Firing, read_tape
 from flowtape.verify import verify_run
-from model_server import Event, ModelServer
+from model_server import Event
 
-KEY = "sk-flowtape-test-SECRET-5f3a9c"
-ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "WF_AGENT_PROVIDER",
-            "WF_AGENT_TOKEN", "WF_AGENT_ENDPOINT", "WF_AGENT_MODEL", "AGENT_API_KEY", "OPENROUTER_API_KEY")
-
-THREE_AGENTS = '''
-from flowtape import Port, agent, connect, workflow
-
-T = {transport!r}
-M = {model!r}
-
-
-@agent(prompt="Draft a reply to the ticket.", transport=T, model=M{extra})
-class Draft:
-    tone: str
-
-    class Ports:
-        ticket = Port[str](direction="in")
-        draft = Port[str](direction="out")
-
-
-@agent(prompt="Score the draft from 0 to 10.", transport=T, model=M{extra})
-class Score:
-    class Ports:
-        draft = Port[str](direction="in")
-        score = Port[int](direction="out")
-
-
-@agent(prompt="Say whether to send it.", transport=T, model=M{extra})
-class Decide:
-    class Ports:
-        score = Port[int](direction="in")
-        verdict = Port[str](direction="out")
-
-
-@workflow
-def main():
-    draft = Draft(tone="kind")
-    score = Score()
-    decide = Decide()
-    connect("ticket", draft.ticket)
-    connect(draft.draft, score.draft)
-    connect(score.score, decide.score)
-    connect(decide.verdict, "verdict")
-'''
-
-
-@pytest.fixture
-def server():
-    s = ModelServer()
-    yield s
-    s.close()
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
-
-
-_written = iter(range(1 << 30))
-
-
-def _flow(write_flow, transport: str = "openai", model: str = "gpt-test", extra: str = "", source: str = THREE_AGENTS):
-    """A flow file of its own (the loader keeps a module per file): the three agents by default."""
-    text = source.replace("{transport!r}", repr(transport)).replace("{model!r}", repr(model)).replace("{extra}", extra)
-    return write_flow(text, f"flow_{next(_written)}.py")
-
-
-def _use(monkeypatch, server: ModelServer, provider: str = "openai") -> None:
-    if provider == "openai":
-        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    else:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-
-
-def _run(path: Path, runs_dir: Path, **kw):
-    return execute(load_flow(str(path), None), kw.pop("inputs", {"ticket": "my order is late"}), runs_dir=runs_dir, **kw)
-
-
-def _firings(run_dir: Path) -> list[Firing]:
-    return [line.record for line in read_tape(run_dir / "tape.jsonl").lines if isinstance(line.record, Firing)]
-
-
-def _end(run_dir: Path) -> End:
-    end = read_tape(run_dir / "tape.jsonl").lines[-1].record
-    assert isinstance(end, End)
-    return end
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -346,25 +266,6 @@ def test_a_changed_prompt_makes_that_agent_diverge(server, write_flow, runs_dir,
     assert len(server.requests) == 1 and server.requests[0].body["messages"][0]["content"].startswith("Tell me")
 
 
-MULTI_TURN = '''
-from flowtape import File, Port, agent, connect, workflow
-
-
-@agent(prompt="Write the note.", transport="openai", model="gpt-test")
-class Writer:
-    class Ports:
-        topic = Port[str](direction="in")
-        note = Port[File(ext=".md")](direction="out")
-
-
-@workflow
-def main():
-    writer = Writer()
-    connect("topic", writer.topic)
-    connect(writer.note, "note")
-'''
-
-
 def test_a_file_output_is_written_into_the_runs_work_folder(server, write_flow, runs_dir, monkeypatch):
     _use(monkeypatch, server)
     server.then(Event({"outputs": {"note": "# first"}}), Event({"outputs": {"note": "# second"}}))
@@ -390,40 +291,6 @@ def test_multi_turn_sends_the_actors_history_back(server, write_flow, runs_dir, 
     assert [len(c) for c in chats] == [2, 2]  # each firing records the messages it added, not the whole history
 
 
-GEN_CHAT = '''
-from flowtape import Port, agent, connect, task, workflow
-
-
-@task
-class Questions:
-    class Ports:
-        Out = Port[str](direction="out")
-
-    i: int = 0
-
-    def action(self):
-        if self.i >= 2:
-            return None
-        self.i += 1
-        return f"q{self.i}"
-
-
-@agent(prompt="Answer.", transport="openai", model="gpt-test")
-class Chat:
-    class Ports:
-        question = Port[str](direction="in")
-        answer = Port[str](direction="out")
-
-
-@workflow
-def main():
-    questions = Questions()
-    chat = Chat()
-    connect(questions.Out, chat.question)
-    connect(chat.answer, "answer")
-'''
-
-
 def test_a_price_table_puts_a_cost_on_the_calls_and_on_what_a_resume_saved(server, write_flow, runs_dir, monkeypatch, tmp_path):
     _use(monkeypatch, server)
     (tmp_path / "pyproject.toml").write_text('[tool.flowtape.prices]\n"gpt-test" = { input = 2.0, output = 8.0 }\n')
@@ -437,84 +304,6 @@ def test_a_price_table_puts_a_cost_on_the_calls_and_on_what_a_resume_saved(serve
     assert usage.said()[0].endswith(f"output tokens ({usage.cost:,.4f})")
     (tmp_path / "pyproject.toml").write_text('[tool.flowtape.prices]\n"other-model" = { input = 1.0 }\n')
     assert read_summary(_run(_flow(write_flow), runs_dir).run_dir).usage.cost is None  # no price for gpt-test: no cost
-
-
-# ---- in a real child process: the CLI, a stop during a call, the key absent from all a run leaves -------
-
-
-def _cli_env(server: ModelServer) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    return {**env, "OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": KEY}
-
-
-def _flowtape(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flowtape", *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
-
-
-def test_the_key_never_reaches_anything_a_run_leaves(server, write_flow, tmp_path):
-    flow = _flow(write_flow, extra=", repair=1")
-    # an API that echoes the key in its error, as OpenAI's 401 does; then a bad answer, then one that fails
-    server.then(Event({"outputs": {"draft": "x"}}),
-                Event({"outputs": {"score": 3}}),
-                Event(None, 401, f"Incorrect API key provided: {KEY}. You can find your API key at ..."))
-    env = _cli_env(server)
-    run = _flowtape("run", str(flow), "--input", "ticket=hi", "--runs-dir", "runs", "--run-id", "leak", "--verbose",
-                    env=env, cwd=tmp_path)
-    assert run.returncode != 0 and "answered HTTP 401" in run.stderr and "[key]" in run.stderr
-    shown = _flowtape("show", "leak", "--runs-dir", "runs", env=env, cwd=tmp_path)
-    said = run.stdout + run.stderr + shown.stdout + shown.stderr
-    assert KEY not in said
-    for path in (tmp_path / "runs").rglob("*"):
-        if path.is_file():
-            assert KEY.encode() not in path.read_bytes(), path
-
-
-def test_the_cli_says_what_a_resume_saved_on_its_last_line(server, write_flow, tmp_path):
-    flow = _flow(write_flow)
-    env = _cli_env(server)
-    first = _flowtape("run", str(flow), "--input", "ticket=hi", "--runs-dir", "runs", "--run-id", "first", env=env, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert "called models 3 time(s)" in first.stderr.splitlines()[-1]
-    env.pop("OPENAI_API_KEY")
-    again = _flowtape("run", str(flow), "--resume-from", "first", "--runs-dir", "runs", env=env, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    usage = read_summary(tmp_path / "runs" / "first").usage
-    assert again.stderr.splitlines()[-1] == f"replayed 3 model calls, saved {usage.inputTokens + usage.outputTokens:,} tokens"
-
-
-def test_a_stop_ends_a_call_under_way_and_the_run_resumes(server, write_flow, tmp_path):
-    flow = _flow(write_flow)
-    server.then(Event({"outputs": {"draft": "late"}}, delay=60))
-    env = _cli_env(server)
-    proc = subprocess.Popen([sys.executable, "-m", "flowtape", "run", str(flow), "--input", "ticket=hi", "--runs-dir", "runs",
-                             "--run-id", "stopped"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        assert server.arrived.wait(30)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=8)  # not the stop's 10 s grace: the call ended at once
-    finally:
-        proc.kill()
-    summary = read_summary(tmp_path / "runs" / "stopped")
-    assert summary.status == "stopped", err
-    assert summary.steps == 0
-    resumed = _flowtape("run", str(flow), "--resume-from", "stopped", "--runs-dir", "runs", env=env, cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "verdict:" in resumed.stdout and len(server.requests) == 4
-
-
-def test_a_missing_sdk_says_which_extra_to_install(write_flow, tmp_path):
-    flow = _flow(write_flow, "anthropic", "claude-test")
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    blocked = ("import sys; sys.modules['anthropic'] = None; from flowtape.cli import main; "  # (as if not installed)
-               f"sys.exit(main(['run', {str(flow)!r}, '--input', 'ticket=hi', '--runs-dir', 'runs']))")
-    proc = subprocess.run([sys.executable, "-c", blocked], env={**env, "ANTHROPIC_API_KEY": KEY}, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0
-    assert ("agent draft calls anthropic through the anthropic SDK, which is not installed: "
-            "pip install 'flowtape[anthropic]'") in proc.stderr
-    assert not (tmp_path / "runs").exists()  # said before anything ran
 
 
 def test_a_resume_that_must_call_a_model_without_a_key_fails_at_that_firing(server, write_flow, runs_dir, monkeypatch):
@@ -539,19 +328,6 @@ def test_the_history_sent_back_keeps_to_the_context_budget(server, write_flow, r
     roles = [[m["role"] for m in r.body["messages"] if m["role"] != "system"] for r in server.requests]
     assert roles == [["user"], ["user", "assistant", "user"], ["user", "assistant", "user"], ["user", "assistant", "user"]]
     assert [len(msgspec.json.decode(f.chat)) for f in _firings(result.run_dir) if f.actor == "chat"] == [2, 2, 2, 2]
-
-
-def test_the_agents_example_calls_an_openai_compatible_server(server, tmp_path):
-    from conftest import EXAMPLES
-
-    server.model = lambda seen: {"outputs": {"verdict": "approve", "note": "fine"}}
-    env = {**_cli_env(server), "MODEL": "example-model"}
-    proc = _flowtape("run", str(EXAMPLES / "agents.py"), "--json", "--runs-dir", "runs", env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
-    assert result["outputs"] == {"notes": ["fine", "fine"], "summary": ["2 drafts reviewed: 2 approved, 0 to revise"]}
-    assert {r.body["model"] for r in server.requests} == {"example-model"} and len(server.requests) == 2
-    assert result["usage"]["calls"] == 2
 
 
 def test_checkpoints_carry_what_a_resume_from_them_saves(server, write_flow, runs_dir, monkeypatch):

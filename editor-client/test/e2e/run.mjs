@@ -540,8 +540,10 @@ async function main() {
   await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
 
   await stage("a run that calls a model shows its usage, and its resume what it saved", async () => {
+    await runCommand("View: Close All Editors");  // (the panels and flow.py before: agent.py's lens is then the only one)
     await openFile("agent.py", "Summarise");
-    await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().click({ timeout: 60000 });
+    const editor = page.locator(".monaco-editor", { hasText: "class Summarise" }).first();
+    await editor.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().click({ timeout: 60000 });
     const rows = await waitRows((rs) => rs.some((r) => /1 model call, 150 tokens/.test(r)), "a run row saying `1 model call, 150 tokens`", 60000);
     log(`  ${rows.find((r) => /model call/.test(r))}`);
     check(modelRequests === 1, `the run should call the model once, the e2e model saw ${modelRequests} request(s)`);
