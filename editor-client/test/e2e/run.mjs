@@ -554,7 +554,12 @@ async function main() {
     let detail = "";
     const deadline = Date.now() + 15000;
     while (Date.now() < deadline && !/e2e-model · 120 in \/ 30 out tokens/.test(detail)) {
-      detail = (await Promise.all(page.frames().map((f) => f.content().catch(() => "")))).join("\n");
+      // every frame's text (a webview's page is a frame in a frame); one that does not answer is skipped
+      const texts = page.frames().map((f) => Promise.race([
+        f.evaluate(() => document.body?.innerText ?? "").catch(() => ""),
+        new Promise((res) => setTimeout(() => res(""), 1000)),
+      ]));
+      detail = (await Promise.all(texts)).join("\n");
       await page.waitForTimeout(300);
     }
     await screenshot("step-detail-usage");
