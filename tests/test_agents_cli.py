@@ -46,7 +46,7 @@ def test_the_cli_says_what_a_resume_saved_on_its_last_line(server, write_flow, t
     env = _cli_env(server)
     first = _flowtape("run", str(flow), "--input", "ticket=hi", "--runs-dir", "runs", "--run-id", "first", env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "called models 3 time(s)" in first.stderr.splitlines()[-1]
+    assert "called models 3 times" in first.stderr.splitlines()[-1]
     env.pop("OPENAI_API_KEY")
     again = _flowtape("run", str(flow), "--resume-from", "first", "--runs-dir", "runs", env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stderr

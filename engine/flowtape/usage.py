@@ -93,11 +93,12 @@ class Usage(msgspec.Struct, omit_defaults=True):
         lines = []
         if self.calls:
             money = f" ({self.cost:,.4f})" if self.cost is not None else ""
-            lines.append(f"called models {self.calls} time(s): {self.inputTokens:,} input and "
-                         f"{self.outputTokens:,} output tokens{money}")
+            times = "once" if self.calls == 1 else f"{self.calls:,} times"
+            lines.append(f"called models {times}: {self.inputTokens:,} input and {self.outputTokens:,} output tokens{money}")
         if self.replayedCalls:
             money = f" ({self.savedCost:,.4f})" if self.savedCost is not None else ""
-            lines.append(f"replayed {self.replayedCalls:,} model calls, saved "
+            calls = "1 model call" if self.replayedCalls == 1 else f"{self.replayedCalls:,} model calls"
+            lines.append(f"replayed {calls}, saved "
                          f"{self.savedInputTokens + self.savedOutputTokens:,} tokens{money}")
         return lines
 
