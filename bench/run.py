@@ -557,26 +557,26 @@ def tape_and_resume(b: Bench, results: dict[str, Any]) -> list[str]:
 # ---- 5: LSP streaming ----------------------------------------------------------------------------------
 
 
-def lsp_streaming(b: Bench, results: dict[str, Any]) -> list[str]:
-    """bench/lsp.py in a child process (Flowtape's interpreter); its table and figures merged here."""
-    out = b.work / "lsp.json"
-    args = [b.py["flowtape"] or sys.executable, str(BENCH / "lsp.py"), "--json", str(out)]
+def child_bench(b: Bench, results: dict[str, Any], script: str, key: str, what: str, quick_args: list[str]) -> list[str]:
+    """bench/<script> in a child process (Flowtape's interpreter); its table and figures merged here."""
+    out = b.work / f"{key}.json"
+    args = [b.py["flowtape"] or sys.executable, str(BENCH / script), "--json", str(out)]
     if b.args.quick:
-        args.append("--quick")
+        args += quick_args
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
     t0 = time.perf_counter()
-    with open(b.work / "lsp.log", "wb") as logfile:
+    with open(b.work / f"{key}.log", "wb") as logfile:
         proc = subprocess.run(args, stdout=logfile, stderr=subprocess.STDOUT, env=env, cwd=b.work)
     wall = time.perf_counter() - t0
     if proc.returncode != 0 or not out.exists():
-        log(f"lsp      streaming bench failed (exit {proc.returncode}), see {logfile.name}")
-        results["lsp_streaming"] = None
-        return ["\n5. LSP streaming: failed, see " + logfile.name]
+        log(f"{key:8} bench failed (exit {proc.returncode}), see {logfile.name}")
+        results[key] = None
+        return [f"\n{what}: failed, see {logfile.name}"]
     payload: dict[str, Any] = json.loads(out.read_text())
     text = payload.pop("table", "")
-    results["lsp_streaming"] = payload
-    log(f"lsp      streaming, memory, requests on a big tape {wall:6.1f}s wall")
+    results[key] = payload
+    log(f"{key:8} {what} {wall:6.1f}s wall")
     return [text]
 
 
@@ -644,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-wfpy", action="store_true", help="measure Flowtape only")
     parser.add_argument("--no-lsp", action="store_true", help="skip the LSP streaming bench (section 5)")
     parser.add_argument("--no-ray", action="store_true", help="skip Ray against threads (section 6)")
+    parser.add_argument("--no-agents", action="store_true", help="skip the parallel model calls bench (section 7)")
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of Flowtape's chain run")
     parser.add_argument("--json", metavar="PATH", help="where to write the results (default bench/results.json,"
                         " bench/results-quick.json with --quick)")
@@ -675,7 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     # figures to `results["lsp_streaming"]`.
     # =========================================================================================================
     if not args.no_lsp:
-        sections += lsp_streaming(b, results)
+        sections += child_bench(b, results, "lsp.py", "lsp_streaming", "5. LSP streaming, memory, requests on a big tape",
+                                ["--quick"])
+
+    # ==== 6. Parallel model calls (bench/agents.py): independent agents against a local server that waits ====
+    if not args.no_agents:
+        sections += child_bench(b, results, "agents.py", "agents", "6. parallel model calls", [])
 
     # ==== 6. Ray against threads (bench/cluster.py, in its own child process) ===========================
     if not args.no_ray:

@@ -154,3 +154,20 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(head.pid, signal.SIGKILL)  # its session: whatever of it is left
         shutil.rmtree(temp, ignore_errors=True)
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No variable that configures a model (agent tests: each says what it uses)."""
+    from agent_flows import ENV_VARS
+
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server(clean_env):
+    """A local model server speaking both providers' wire formats (tests/model_server.py)."""
+    from model_server import ModelServer
+
+    s = ModelServer()
+    yield s
+    s.close()

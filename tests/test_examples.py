@@ -22,6 +22,7 @@ DRAFTS_PUBLISHED = [
 ]
 
 EXPECTED: dict[str, dict[str, list]] = {
+    "agents": {"notes": ["7 words", "3 words"], "summary": ["2 drafts reviewed: 1 approved, 1 to revise"]},  # (the mock)
     "chain": {"Out": [3, 5, 7, 9, 11]},
     "fanout_join": {
         "Out": [{"n": n, "square": n * n, "cube": n**3, "neg": -n} for n in (1, 2, 3, 4)],
@@ -55,6 +56,13 @@ EXPECTED: dict[str, dict[str, list]] = {
         ]
     },
 }
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """examples/agents.py calls a model when these are set: here it answers with its mock."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def test_every_example_is_listed():

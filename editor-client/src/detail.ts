@@ -1,5 +1,6 @@
 /** The step detail panel: a webview rendering `flowtape/stepDetail`. */
 import * as vscode from "vscode";
+import { callText } from "./core/format";
 import type { StepDetail } from "./core/protocol";
 
 function esc(s: unknown): string {
@@ -39,7 +40,13 @@ export function renderDetail(d: StepDetail): string {
         .join("")}</tbody></table>`
     : `<p class="muted">no actors</p>`;
   const chat = d.chat?.length
-    ? `<h2>Chat</h2>${d.chat.map((m) => `<pre class="chat">${esc(m)}</pre>`).join("")}`
+    ? `<h2>Chat</h2>${d.chat
+        .map((m) => {
+          const calls = (m.calls ?? []).map((c) => `<li class="call">${esc(callText(c))}</li>`).join("");
+          const usage = calls ? `<p class="muted">model calls:</p><ul>${calls}</ul>` : "";
+          return `<h3><code>${esc(m.actor)}</code></h3><pre class="chat">${esc(m.chat)}</pre>${usage}`;
+        })
+        .join("")}`
     : "";
   return `<!DOCTYPE html><html><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline';">

@@ -5,7 +5,7 @@
 import * as vscode from "vscode";
 import { StepStore } from "./core/stepStore";
 import type { RunInfo, StepInfo } from "./core/protocol";
-import { runDescription, runIconKind, runLabel, stepDescription, stepIconKind, stepLabel } from "./core/format";
+import { runDescription, runIconKind, runLabel, stepDescription, stepIconKind, stepLabel, usageLines } from "./core/format";
 
 export type Node = RunNode | StepNode | NoteNode;
 
@@ -187,6 +187,7 @@ function runTooltip(run: RunInfo): vscode.MarkdownString {
   md.appendMarkdown(`**${run.workflow}** — ${run.status}\n\n`);
   md.appendMarkdown(`run \`${run.runId}\`, ${run.steps} steps\n\n`);
   if (run.resumedFrom) md.appendMarkdown(`resumed from \`${run.resumedFrom}\` at step ${run.resumedAtStep ?? "?"}\n\n`);
+  for (const line of usageLines(run.usage)) md.appendMarkdown(`${line}\n\n`);
   md.appendMarkdown(`\`${run.runDir}\``);
   return md;
 }

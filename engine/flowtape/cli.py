@@ -161,6 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             out["replayStopped"] = msgspec.to_builtins(result.replay_stopped)
         if result.warnings:
             out["warnings"] = result.warnings
+        if result.usage is not None:
+            out["usage"] = msgspec.to_builtins(result.usage)
         sys.stdout.write(json.dumps(out, default=str) + "\n")
     else:
         cut = False
@@ -190,6 +192,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"flowtape: {result.error.message}", file=sys.stderr)
         if args.verbose and result.error.traceback:
             print(result.error.traceback, file=sys.stderr)
+    if result.usage is not None and not args.json:  # last: what the models cost, and what a resume saved
+        for line in result.usage.said():
+            print(line, file=sys.stderr)
     return {"succeeded": EXIT_OK}.get(result.status, EXIT_FAILED)
 
 
@@ -338,6 +343,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         _say(f"{end.status} · outputs {preview_raw(end.outputs, 2000)}")
         if end.error is not None:
             _say(f"error: {end.error.message}")
+        for line in end.usage.said() if end.usage is not None else []:
+            _say(line)
     else:
         _say("(no end record: the run is still going, or was killed)")
     return EXIT_OK

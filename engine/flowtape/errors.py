@@ -96,3 +96,8 @@ class ErrorReport(msgspec.Struct, omit_defaults=True):
         if isinstance(exc, FlowError) and exc.file and os.path.isfile(exc.file):
             return cls("error", message, exc.file, exc.line)
         return cls("error", message)
+
+
+class FiringStopped(Exception):  # noqa: N818 - no error: the run was stopped while the firing ran
+    """The run's stop ended this firing under way (a tool killed, a model call ended): it did not
+    happen, and a resume runs it."""

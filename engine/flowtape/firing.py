@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agents import ask
+from .agents import Agents
 from .errors import FlowtapeError, TraceCorruption
 from .model import ActionSpec, TaskSpec
 from .network import LAZY, Actor, Item, Queue
 from .schedules import STATE_ATTR, moves_now
 from .sites import traceback_site
 from .tools import run_tool
+from .usage import ModelCall
 from .values import decode
 
 
@@ -165,9 +166,10 @@ def _spread(port: str, count: int, value: Any) -> list[tuple[str, Any]]:
 class Outcome:
     outputs: list[tuple[str, Any]]
     chat: list[dict[str, str]] | None = None
+    calls: list[ModelCall] | None = None  # an agent's live model calls
 
 
-def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome:
+def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path, agents: Agents | None = None) -> Outcome:
     """Run the user's code for one firing; what it puts, per output port."""
     spec = actor.spec
     assert spec is not None
@@ -179,9 +181,11 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
         return _copies(actor, Outcome(_route(actor, plan.action, result)), work_dir)
     inputs = dict(zip(spec.inputs, plan.values, strict=True))
     if spec.kind == "agent":
+        assert agents is not None  # (agents fire where the run's model clients are: never on a remote worker)
         given, actor.answer = actor.answer, None  # a fork's edited answer stands for this one firing
-        answer, added = ask(spec, actor.obj, inputs, work_dir, _stem(actor), given)
-        return _copies(actor, Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added), work_dir)
+        answer = agents.ask(actor.path, spec, actor.obj, inputs, work_dir, _stem(actor), given)
+        outputs = [(port, value) for port, value in answer.outputs.items() if value is not None and port in spec.outputs]
+        return _copies(actor, Outcome(outputs, answer.chat, answer.calls or None), work_dir)
     written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, _stem(actor), actor.outputs.keys())
     return _copies(actor, Outcome(list(written.items())), work_dir)
 

@@ -495,11 +495,3 @@ def check(graph: Graph) -> None:
                     "fireable_without_input=N to fire N times without input",
                     node.created_at.file, node.created_at.line,
                 )
-            if spec.kind == "agent" and spec.agent is not None:
-                transport = spec.agent.transport
-                if transport != "mock" and not callable(transport):
-                    raise FlowError(
-                        f"agent {node.name} uses transport {transport!r}; Flowtape runs agents with "
-                        "transport='mock' or a callable transport(prompt, inputs, history)",
-                        node.created_at.file, node.created_at.line,
-                    )

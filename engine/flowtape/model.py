@@ -36,10 +36,18 @@ class ActionSpec:
 @dataclass
 class AgentConfig:
     prompt: str
-    transport: Any
+    transport: Any  # a name of agents.names.TRANSPORTS' values, or a callable
     mock_outputs: dict[str, Any]
     model: str
     without_input: int = 0  # how many times an agent with no input port fires (wfpy's fireable_without_input)
+    provider: str | None = None  # for transport="http": which API (else the model's "provider/" prefix)
+    base_url: str | None = None  # where the model answers (wfpy's endpoint=)
+    api_key_env: str | None = None  # the environment variable holding the key
+    timeout: float | None = None  # seconds a request may take
+    retries: int = 2  # the SDK's retries of a 429, a 5xx, a timeout (with backoff, honouring retry-after)
+    repair: int = 2  # times a bad answer is asked again, the error said to the model
+    max_tokens: int = 4096  # of an answer (the Messages API needs it)
+    context_budget: int = 50  # of the chat history, the latest messages sent back to the model (wfpy's)
 
 
 @dataclass
@@ -321,13 +329,40 @@ def agent(
     model: str = "",
     fireable_without_input: int = 0,
     fireableWithoutInput: int | None = None,  # noqa: N803 - wfpy's camelCase spelling
+    provider: str | None = None,
+    base_url: str | None = None,
+    endpoint: str | None = None,  # wfpy's name for base_url (a whole URL: its path is dropped)
+    api_key_env: str | None = None,
+    timeout: float | None = None,
+    timeout_ms: int | None = None,  # wfpy's
+    timeoutMs: int | None = None,  # noqa: N803 - wfpy's camelCase spelling
+    retries: int = 2,
+    repair: int = 2,
+    max_tokens: int = 4096,
+    context_budget: int = 50,
+    contextBudget: int | None = None,  # noqa: N803 - wfpy's camelCase spelling
     **_ignored: Any,
 ) -> Any:
-    """An LLM agent task. `transport="mock"` answers from `mock_outputs` (or the port types) offline;
-    a callable transport `fn(prompt, inputs, history) -> {port: value}` plugs in a real model.
+    """An LLM agent task. `transport="http"` (the default, as in wfpy), `"openai"` or `"anthropic"`
+    calls a model (see agents/config.py for where its settings come from); `transport="mock"`
+    answers from `mock_outputs` (or the port types) offline; a callable transport
+    `fn(prompt, inputs, history) -> {port: value}` plugs in anything else.
     An agent with no input port fires `fireable_without_input` times."""
+    from .agents.names import transport_name
+
     if cls is not None:
         raise TypeError("@agent needs arguments: @agent(prompt='...')")
+    if not callable(transport):
+        try:
+            transport = transport_name(str(transport))
+        except ValueError as exc:
+            site = caller_site()
+            raise FlowError(str(exc), site.file, site.line) from None
+    ms = timeoutMs if timeoutMs is not None else timeout_ms
+    seconds = timeout if timeout is not None else (ms / 1000 if ms is not None else None)
+    if repair < 0 or retries < 0 or (seconds is not None and seconds <= 0):
+        site = caller_site()
+        raise FlowError("@agent's repair= and retries= are at least 0, and its timeout= is above 0", site.file, site.line)
     outputs = mock_outputs if mockOutputs is None else mockOutputs
     budget = int(fireable_without_input if fireableWithoutInput is None else fireableWithoutInput)
 
@@ -338,7 +373,9 @@ def agent(
             site = class_site(klass)
             raise FlowError(f"{klass.__name__}: mock_outputs names {', '.join(map(repr, unknown))}, which is no output port "
                             f"(its outputs: {', '.join(spec.outputs) or 'none'})", site.file, site.line)
-        spec.agent = AgentConfig(prompt, _transport(transport), dict(outputs or {}), model, max(budget, 0))
+        spec.agent = AgentConfig(prompt, transport, dict(outputs or {}), model, max(budget, 0), provider,
+                                 base_url or endpoint, api_key_env, seconds, retries, repair, max_tokens,
+                                 max(int(context_budget if contextBudget is None else contextBudget), 0))
         spec.kind = "agent"
         spec.refresh()
         setattr(klass, SPEC_ATTR, spec)

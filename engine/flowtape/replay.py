@@ -19,7 +19,9 @@ import msgspec
 from msgspec import Raw
 
 from . import trust
+from .agents import calls_model
 from .errors import ResumeRefused, TraceCorruption
+from .model import AgentConfig
 from .network import Network, Queue
 from .rundir import TAPE, check_not_cut_short, read_summary, still_running
 from .seek import restore, top_of
@@ -40,6 +42,7 @@ from .tape import (
     gc_paused,
     read_tape,
 )
+from .usage import ModelCall, Spent
 from .values import digest, digest_values, preview_json
 from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header, check_summary, ends
 
@@ -57,6 +60,7 @@ class Entry:
     chat: Raw | None
     not_replayable: str | None
     recorded: dict[int, list[Raw]] = field(default_factory=dict)
+    calls: list[ModelCall] = field(default_factory=list)  # the model calls it made: replaying saves them
 
     def preview(self, queue: Queue) -> str | None:
         tokens = self.recorded.get(queue.index)
@@ -88,6 +92,7 @@ class Snapshot:
     rounds: dict[str, int] | None = None  # see Checkpoint.rounds (None: a tape from before version 4)
     round: int = 0  # the step's round
     chats_since: dict[str, list[Raw]] = field(default_factory=dict)  # see Checkpoint.chats
+    spent: list[Spent] = field(default_factory=list)  # the model calls its firings record: what restoring it saves
 
 
 @dataclass
@@ -148,7 +153,23 @@ def statics_of(net: Network) -> list[tuple[str, str]]:
         except Exception:  # noqa: BLE001 - NotEncodable, no len(), or whatever a user's iterable raises: not told
             pass
         found.append((a.path, told))
+    # an agent's prompt: a resume sees it changed (its recorded answers were to another question)
+    found.extend((a.path, _prompt_digest(a.spec.agent)) for a in net.actors if a.spec is not None and calls_model(a.spec.agent))
     return found
+
+
+def _prompt_digest(config: AgentConfig | None) -> str:
+    return digest_values([["prompt", config.prompt if config is not None else ""]])
+
+
+def _mark_changed_prompts(header: Header, net: Network, entries: dict[str, list[Entry]]) -> None:
+    """The recorded firings of an agent whose prompt changed do not replay: it diverges there."""
+    recorded = dict(header.statics)
+    for path, told in statics_of(net):
+        actor = net.by_path[path]
+        if actor.kind == "agent" and recorded.get(path, told) != told:
+            for entry in entries.get(path, []):
+                entry.not_replayable = "the agent's prompt changed since the recorded run"
 
 
 def _statics_hold(header: Header, net: Network) -> bool:
@@ -273,6 +294,7 @@ def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
         block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
         chats_since=rebuild.chats_since(), rounds=dict(rebuild.rounds) if header.version >= 4 else None, round=rebuild.round,
+        spent=rebuild.spent.listed(),
     )
 
 
@@ -455,6 +477,8 @@ def _replays(
                     chat=record.chat or None,
                     not_replayable=record.notReplayable,
                     recorded=dict(taken),
+                    calls=record.calls,
                 )
             )
+    _mark_changed_prompts(header, net, entries)
     return entries, covered

@@ -34,6 +34,7 @@ def restore(engine: Engine, snapshot: Any) -> None:
             if isinstance(history, list):
                 for raw in chats:
                     history.extend(value_of((LAZY, raw)))
+        engine.tally.replayed.merge(snapshot.spent)  # the calls its firings record, replayed all at once
         engine.seq = engine.firings = snapshot.seq
         engine.steps = snapshot.steps
         if snapshot.rounds is not None:  # one worker's round-robin goes on where the recording was
@@ -102,7 +103,8 @@ def commit_replayed(engine: Engine, actor: Actor, plan: Plan, fire_count: int, c
             history.extend(value_of((LAZY, entry.chat)))
     produced = [(q, [(LAZY, e) for e in encs]) for q, encs in entry.puts]
     digests = [(q.index, count, recorded) for q, count, recorded in entry.takes]  # checked on taking
-    engine._commit(actor, fire_count, plan.takes, produced, entry.state, entry.chat, ctx, start, True, None, digests)
+    engine._commit(actor, fire_count, plan.takes, produced, entry.state, entry.chat, ctx, start, True, None, digests,
+                   entry.calls)
 
 def _stop_replay(
     engine: Engine,

@@ -13,6 +13,7 @@ from msgspec import Raw
 from .errors import TraceCorruption, UsageError
 from .tape import Diverged, ErrorInfo, Header, Tape, decode_record
 from .trust import TapeSeal
+from .usage import Usage
 
 TAPE = "tape.jsonl"
 SUMMARY = "run.json"
@@ -37,6 +38,7 @@ class RunSummary(msgspec.Struct, omit_defaults=True):
     replayStopped: list[Diverged] = []
     pid: int | None = None
     edits: int = 0  # a fork: how many edits it made at resumedAtStep (its tape's `edit` records say what)
+    usage: Usage | None = None  # the run's model calls, and what its resume saved
     tape: TapeSeal | None = None  # set when the run ended: lets a resume trust the tape (trust.py)
 
 

@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Raw
 
 from . import __version__, tools, trust
+from .agents import Agents, AgentSetupError, calls_model
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
 from .executors import Executor, make_executor
 from .fits import fits, shaped
@@ -39,11 +40,13 @@ from .rundir import (
 from .scheduler import Engine, error_info, final_state
 from .state import big_parameters_changed
 from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, Edited, End, ErrorInfo, Header, graph_fingerprint
+from .usage import Price, PriceTableError, Usage, find_prices
 from .values import NotEncodable, decode, encode, preview, use_flow_module
 from .verify import outputs_bytes
 from .writer import TapeWriter
 
 STOP_GRACE = 10.0
+MODEL_WORKERS = 16
 
 
 @dataclass
@@ -59,6 +62,7 @@ class RunResult:
     leftovers: list[tuple[str, int]] = field(default_factory=list)  # the ones that are news: not on a feedback edge
     stuck: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    usage: Usage | None = None  # the model calls it made, and those its resume replayed
     exception: BaseException | None = None  # what the failed actor raised (for `run`'s RunFailed.__cause__)
 
 
@@ -243,7 +247,11 @@ def execute(
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
         inputs_raw = Raw(msgspec.json.encode({port: item[1] for port, item in seeded.items()})) if seeded else Raw(b"{}")
-    workers = max_workers if max_workers is not None else (graph.max_workers or min(8, (os.cpu_count() or 1) + 2))
+    _check_agents(net, plan)
+    # (agents that call a model wait on the network, not the CPU: by default, one worker each, up to MODEL_WORKERS)
+    callers = sum(1 for a in net.actors if a.spec is not None and calls_model(a.spec.agent))
+    default = max(min(8, (os.cpu_count() or 1) + 2), min(callers, MODEL_WORKERS))
+    workers = max_workers if max_workers is not None else (graph.max_workers or default)
     workers = min(workers, MAX_WORKERS)
     run_id = new_run_id() if run_id is None else run_id
     if not valid_run_id(run_id) or not run_id[0].isalnum():  # `-x` would read as an option to `flowtape show`
@@ -347,6 +355,7 @@ def _execute(
         signals.shield()  # from here the end is written: the tape, its seal and run.json, whole
         if interrupted:
             tools.stop_all()  # a tool a firing left running must not write into the run once it ended
+        engine.agents.close()
         if plan is not None:
             gc.unfreeze()
         result = _finish(engine, net, writer, run_dir, summary, interrupted)
@@ -354,6 +363,24 @@ def _execute(
     result.warnings[:0] = [f"input {port!r} was given, but nothing in workflow {graph.name} is wired to it: its value was not used"
                            for port in seeded if not net.seeds.get(port)]
     return result
+
+
+def _check_agents(net: Network, plan: ReplayPlan | None) -> None:
+    """Say before anything runs what keeps an agent from calling its model (no SDK, key or model):
+    each agent whose first firing runs live. One a resume replays is checked at its first live
+    firing, if it has one: a resume that replays every call needs neither key nor network."""
+    recorded: set[str] = set()
+    if plan is not None and plan.snapshot is not None:
+        recorded = {path for path, count in plan.snapshot.fire_counts.items() if count}
+    elif plan is not None:
+        recorded = set(plan.entries)
+    for actor in net.actors:
+        if actor.spec is not None and actor.kind == "agent" and actor.path not in recorded:
+            try:
+                Agents.check(actor.path, actor.spec)
+            except AgentSetupError as exc:
+                site = actor.node.created_at
+                raise FlowError(str(exc), site.file, site.line) from None
 
 
 def _step_limit(
@@ -399,10 +426,12 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
             status = "failed"
             error = ErrorInfo(message=f"Flowtape could not go on: {type(engine.broken).__name__}: {engine.broken}")
         leftovers, news, stuck = _stuck(net, status == "succeeded")
+        engine.tally.add(engine.agents.lost, False)
+        usage = engine.tally.usage(_prices(net))
         end = End(
             status=status, outputs=outputs_raw, steps=engine.steps, firings=engine.seq, finishedAt=now_iso(),
             error=error, replayStopped=list(engine.diverged), leftovers=leftovers, stuck=stuck,
-            final=final_state(engine) if writer is not None else None,
+            final=final_state(engine) if writer is not None else None, usage=usage,
         )
         if writer is not None:
             try:
@@ -421,6 +450,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         summary.outputs = outputs_raw
         summary.error = error
         summary.replayStopped = list(engine.diverged)
+        summary.usage = usage
         summary.pid = None
         write_summary(run_dir, summary)
     return RunResult(
@@ -429,8 +459,21 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
             f"{count} firing(s) of {path} cannot be replayed ({reason}): a resume runs them live"
             for path, (count, reason) in engine.unreplayable.items()
         ],
+        usage,
         engine.failure.raised_by if engine.failure is not None else None,
     )
+
+
+def _prices(net: Network) -> dict[str, Price] | None:
+    """The price table of the flow's project (usage.find_prices), when it has agents that call a model."""
+    if not any(calls_model(a.spec.agent) for a in net.actors if a.spec is not None):
+        return None
+    file = net.graph.site.file
+    try:
+        return find_prices(Path(file).resolve().parent if file and not file.startswith("<") else Path.cwd())
+    except PriceTableError as exc:
+        print(f"flowtape: warning: {exc}", file=sys.stderr)
+        return None
 
 
 # wfpy's run() options that mean nothing here: `run` takes them and leaves them

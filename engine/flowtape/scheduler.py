@@ -23,8 +23,9 @@ from typing import Any
 
 from msgspec import Raw
 
+from .agents import Agents
 from .composites import fire_control, fire_subflow
-from .errors import FlowtapeError
+from .errors import FiringStopped, FlowtapeError
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Plan, give_back, select
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
@@ -32,7 +33,7 @@ from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
 from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
-from .tools import ToolStopped
+from .usage import ModelCall, Tally
 from .values import NotEncodable, digest, digest_one, encode
 from .writer import TapeWriter
 
@@ -98,10 +99,10 @@ class Engine:
     # Slots keep every attribute load in the firing loop a fast one: past 30 attributes, a plain
     # instance falls back to a dict, which cost 4% of an untaped firing.
     __slots__ = (
-        "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions",
+        "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "agents", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions",
         "cond", "covered", "diverged", "exclusive", "executor", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
-        "live_queues", "stop_requested", "t0", "tape", "top", "unfinished", "unreplayable", "work_dir",
+        "live_queues", "stop_requested", "t0", "tally", "tape", "top", "unfinished", "unreplayable", "work_dir",
     )
 
     def __init__(
@@ -145,6 +146,8 @@ class Engine:
         self.rounds: dict[str, int] = {}  # each top-level actor's last step's round, when not 0 (see Checkpoint)
         self.broken: Exception | None = None  # Flowtape itself failed (a full disk, say): the run stops
         self.stop_requested = False
+        self.agents = Agents(lambda: self.stop_requested)  # (a stop ends the model calls under way)
+        self.tally = Tally()  # the model calls the tape records: live ones, and those replayed
         self.exclusive: threading.Thread | None = None
         self.diverged: list[Diverged] = []
         self.unreplayable: dict[str, tuple[int, str]] = {}  # actor: its firings a resume cannot replay, the first reason
@@ -352,7 +355,7 @@ class Engine:
         error: BaseException | None = None
         try:
             began = time.perf_counter()
-            outcome = self.executor.execute(actor, plan, self.work_dir, self.base_dir)
+            outcome = self.executor.execute(actor, plan, self.work_dir, self.base_dir, self.agents)
             actor.quick = time.perf_counter() - began < QUICK_ACTION
             if self.tape is not None:
                 produced, problem = self._encode_outputs(actor, outcome.outputs)
@@ -373,8 +376,8 @@ class Engine:
             give_back(plan.takes)
             if isinstance(error, KeyboardInterrupt) and self.stop_requested:
                 raise error  # a second stop signal interrupted the action: the user stops the run, the flow did not fail
-            if isinstance(error, ToolStopped):
-                return  # the stop killed its tool: the firing did not happen, the run is stopped, not failed
+            if isinstance(error, FiringStopped):
+                return  # the stop ended its tool or model call: the firing did not happen, the run is stopped, not failed
             self._fail(actor, fire_count, error)
             return
         if not plan.takes and not produced and actor.spec is not None:
@@ -385,7 +388,8 @@ class Engine:
             actor.idle = True
             actor.pool.idle.append((actor, actor.pool.progress))
             return
-        self._commit(actor, fire_count, plan.takes, produced, state, chat, ctx, start, False, problem or state_problem)
+        self._commit(actor, fire_count, plan.takes, produced, state, chat, ctx, start, False, problem or state_problem,
+                     calls=outcome.calls)
 
     def _plain_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> list[tuple[Queue, list[Item]]]:
         produced: list[tuple[Queue, list[Item]]] = []
@@ -441,10 +445,13 @@ class Engine:
         replayed: bool,
         not_replayable: str | None = None,
         digests: list[tuple[int, int, str]] | None = None,
+        calls: list[ModelCall] | None = None,
     ) -> None:
         """Put what a firing produced and write its record (and its step, at the top level)."""
         actor.fire_count = fire_count
         self.firings += 1
+        if calls:
+            self.tally.add(calls, replayed)
         if self.check_actions and not replayed:
             self.live_queues.update(q.index for q, _ in produced)
         self._put(produced)
@@ -503,6 +510,8 @@ class Engine:
             self.unreplayable[actor.path] = (count + 1, reason)
         if state is not None:
             record.state = state
+        if calls:
+            record.calls = calls
         if chat is not None:
             record.chat = chat
             self.chats_since.setdefault(actor.path, []).append(chat)
@@ -599,6 +608,7 @@ class Engine:
             rounds=list(self.rounds.items()),
             round=self.last_round,
             chats=list(self.chats_since.items()),
+            spent=self.tally.on_tape(),
         )
         self.chats_since = {}
         size = sum(len(t) for _, tokens in queues for t in tokens) + sum(len(bytes(s)) for _, s in checkpoint.states)

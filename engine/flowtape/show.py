@@ -13,6 +13,7 @@ from .errors import UsageError
 from .rundir import TAPE, read_summary
 from .seek import at_step_from_checkpoints, walk_to_step
 from .tape import End, Firing, Step, Tape
+from .usage import ModelCall
 from .values import preview_raw
 from .verify import Rebuild, check_summary, ends, verify_run
 
@@ -37,6 +38,7 @@ class ActorAfter(msgspec.Struct):
 class ChatAdded(msgspec.Struct):
     actor: str
     messages: Raw
+    calls: list[ModelCall] = []  # the model calls of its firing
 
 
 class StepHead(msgspec.Struct):
@@ -124,7 +126,7 @@ def _describe(rebuild: Rebuild, step: Step, pending: list[tuple[Firing, list[tup
         put=[Tokens(names[i], tokens) for f, _ in pending for i, tokens in f.produced],
         queues=[Contents(names[i], len(q), list(q)) for i, q in enumerate(rebuild.queues)],
         states=[ActorAfter(a.path, rebuild.fire_counts.get(a.path, 0), rebuild.states.get(a.path)) for a in rebuild.header.actors],
-        chat=[ChatAdded(f.actor, f.chat) for f, _ in pending if f.chat],
+        chat=[ChatAdded(f.actor, f.chat, f.calls) for f, _ in pending if f.chat],
     )
 
 
@@ -144,6 +146,7 @@ def format_detail(d: StepDetail) -> str:
         lines.append(f"    {a.actor}: fired {a.fireCount} · {state}")
     for c in d.chat:
         lines.append(f"  chat added by {c.actor}: {preview_raw(c.messages, 300)}")
+        lines += [f"    model call: {m.model} · {m.inputTokens:,} in / {m.outputTokens:,} out tokens · {m.ms:,} ms" for m in c.calls]
     return "\n".join(lines)
 
 

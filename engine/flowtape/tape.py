@@ -19,6 +19,7 @@ from msgspec import Raw
 
 from .delta import Edit, apply_edit
 from .errors import TraceCorruption
+from .usage import ModelCall, Spent, Usage
 
 FORMAT_VERSION = 6
 # 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight;
@@ -113,6 +114,7 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only
     chat: Raw = Raw()  # the chat messages this firing added
     within: tuple[str, int] | None = None  # the top-level firing this one ran inside
     notReplayable: str | None = None
+    calls: list[ModelCall] = []  # an agent's live model calls (on a replayed record: what they were)
     h: str = ""
 
 
@@ -159,6 +161,7 @@ class SimpleFiring(msgspec.Struct, tag="F", tag_field="t", omit_defaults=True, k
     state: Raw = NO_STATE
     stateEdit: Edit | None = None
     chat: Raw = Raw()
+    calls: list[ModelCall] = []  # an agent's live model calls, as a Firing's
     notReplayable: str | None = None
     h: str = ""
 
@@ -173,6 +176,8 @@ class SimpleFiring(msgspec.Struct, tag="F", tag_field="t", omit_defaults=True, k
             firing.state = self.state
         if self.chat:
             firing.chat = self.chat
+        if self.calls:
+            firing.calls = self.calls
         touched = touched_queues(self.consumed, self.produced)
         if len(touched) != len(self.sizes):
             raise msgspec.ValidationError(
@@ -259,6 +264,7 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     round: int = 0  # its step's round
     fireCounts: list[tuple[str, int]] = []
     chats: list[tuple[str, list[Raw]]] = []  # what each agent's chat gained since the last checkpoint
+    spent: list[Spent] = []  # per model, the calls every firing so far records (what a resume from here saves)
     h: str = ""
 
 
@@ -295,6 +301,7 @@ class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     leftovers: list[tuple[str, int]] = []
     stuck: list[str] = []
     final: Final | None = None
+    usage: Usage | None = None  # the run's model calls, and what its resume saved
     h: str = ""
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import IO, Any
 
+from .errors import FiringStopped
 from .model import TaskSpec, ToolConfig
 from .reaper import Reaper
 
@@ -57,7 +58,7 @@ def _tail(text: str, lines: int = 8, chars: int = 2000) -> str:
     return kept if len(kept) <= chars else "…" + kept[-chars:]
 
 
-class ToolStopped(Exception):  # noqa: N818 - no error: the run was stopped while the tool ran
+class ToolStopped(FiringStopped):
     """The run's stop killed this tool: its firing did not happen (and a resume runs it)."""
 
 

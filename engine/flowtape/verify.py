@@ -39,6 +39,7 @@ from .tape import (
     resolve_state,
     split_hash,
 )
+from .usage import Spending
 from .values import canonical, check, digest
 
 
@@ -57,6 +58,7 @@ class Rebuild:
         self.round = 0  # the last step's
         self.states: dict[str, Raw] = {}
         self.chats: dict[str, list[Raw]] = {}
+        self.spent = Spending()  # the model calls the firings so far record (see Checkpoint.spent)
         self.seq = 0
         self.step = 0
         self.taken: list[tuple[int, list[Raw]]] = []
@@ -95,6 +97,7 @@ class Rebuild:
         twin._step_live = dict(self._step_live)
         twin.outputs_checkpointed = dict(self.outputs_checkpointed)
         twin.chats_checkpointed = dict(self.chats_checkpointed)
+        twin.spent = Spending(self.spent.listed())
         return twin
 
     def apply(self, line: Line) -> None:
@@ -209,6 +212,8 @@ class Rebuild:
             rebuildable(f.chat, n, f"the chat firing {f.fireCount} of {f.actor} added")
         if f.chat:
             self.chats.setdefault(f.actor, []).append(f.chat)
+        if f.calls:
+            self.spent.add(f.calls)
 
     def _check_wired(self, actor: str, index: int, takes: bool, n: int) -> None:
         """A firing takes only from a queue into its actor (`… ->actor.Port`) and puts only into
@@ -322,6 +327,7 @@ class Rebuild:
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         self.seq = self.last_step_seq = checkpoint.seq
         self.step = checkpoint.step
+        self.spent = Spending(checkpoint.spent)
 
     def _check_checkpoint(self, c: Checkpoint, n: int) -> None:
         problems = []
@@ -343,6 +349,8 @@ class Rebuild:
             problems.append("rounds")
         if {a: _tokens([(0, m)]) for a, m in c.chats} != {a: _tokens([(0, m)]) for a, m in self.chats_since().items()}:
             problems.append("chat messages")
+        if sorted(c.spent, key=lambda s: s.model) != sorted(self.spent.listed(), key=lambda s: s.model):
+            problems.append("model calls")
         self.chats_checkpointed = {path: len(chats) for path, chats in self.chats.items()}
         if problems:
             raise TraceCorruption(

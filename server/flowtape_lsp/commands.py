@@ -49,7 +49,7 @@ def describe(run: Run, at: AtStep) -> P.StepDetailResult:
                      state=preview_raw(rebuild.states[a.path], 200) if a.path in rebuild.states else None)
         for a in header.actors
     ]
-    chat = [P.ChatEntry(actor=f.actor, chat=preview_raw(f.chat, 300)) for f, _ in at.firings if f.chat]
+    chat = [P.ChatEntry(actor=f.actor, chat=preview_raw(f.chat, 300), calls=f.calls or None) for f, _ in at.firings if f.chat]
     s = at.step
     return P.StepDetailResult(
         runId=run.run_id, step=s.step, actor=s.actor, actorKind=s.kind, fireCount=s.fireCount, journalSeq=s.journalSeq,
@@ -62,7 +62,7 @@ def run_info(run: Run) -> P.RunInfo:
     return P.RunInfo(
         runId=run.run_id, workflow=run.workflow, uri=run.uri, status=run.status, steps=steps,
         startedAt=run.started_at, runDir=client_path(run.run_dir), finishedAt=run.finished_at,
-        resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, edits=run.edits,
+        resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, edits=run.edits, usage=run.usage,
     )
 
 

@@ -11,6 +11,7 @@ import msgspec
 from flowtape.flowgraph import FlowGraph
 from flowtape.runner import MAX_WORKERS
 from flowtape.tape import Divergence
+from flowtape.usage import ModelCall, Usage
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 # ---- method and command names ------------------------------------------------------------------
@@ -268,6 +269,7 @@ class RunFinished(Message):
     error: str | None = None
     errorDetail: ErrorDetail | None = None
     replayStopped: list[Divergence] | None = None
+    usage: Usage | None = None  # its model calls, and what its resume saved
 
 
 class RunInfo(Message):
@@ -282,6 +284,7 @@ class RunInfo(Message):
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
     edits: int = 0  # a fork's edits at resumedAtStep
+    usage: Usage | None = None
 
 
 class RunsResult(Message):
@@ -314,7 +317,8 @@ class ActorState(Message):
 
 class ChatEntry(Message):
     actor: str
-    chat: str
+    chat: str  # a preview of the messages the firing added: its prompt and the answer
+    calls: list[ModelCall] | None = None  # its live model calls (on a replayed step: the recorded ones)
 
 
 class FlowBroken(JsonRpcException):

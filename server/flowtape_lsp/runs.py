@@ -20,6 +20,7 @@ from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, valid_run_i
 from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Step
 from flowtape.trust import looks_sealed
+from flowtape.usage import Usage
 from flowtape.verify import check_run
 
 from . import progress
@@ -59,6 +60,7 @@ class Run:
     resumed_from: str | None = None
     resumed_at: int | None = None
     edits: int = 0  # a fork's edits (run.json says; flowtape.fork knows them at once)
+    usage: Usage | None = None  # its model calls, once it ended (run.json, or the end record)
     announced: bool = False
     finished: bool = False
     stopping: bool = False
@@ -211,6 +213,7 @@ class RunManager:
             run.resumed_from = summary.resumedFrom
             run.resumed_at = summary.resumedAtStep
             run.edits = summary.edits
+            run.usage = summary.usage
             run.pid = summary.pid
             run.finished = summary.status != "running"
         self.runs[run_id] = run
@@ -497,6 +500,7 @@ class RunManager:
         run.status = status
         end = run.index.end
         run.finished_at = end.finishedAt if end is not None else now_iso()
+        run.usage = end.usage if end is not None else None
         error: str | None = None
         detail: P.ErrorDetail | None = None
         if end is not None and end.error is not None:
@@ -524,7 +528,7 @@ class RunManager:
         diverged = [d.plain() for d in (end.replayStopped if end else run.index.diverged)]
         self.server.send(P.RUN_FINISHED, P.RunFinished(
             runId=run.run_id, status=status, outputs=outputs, steps=run.index.steps, error=error,
-            errorDetail=detail, replayStopped=diverged or None,
+            errorDetail=detail, replayStopped=diverged or None, usage=run.usage,
         ))
         progress.end(self.server, run)
         run.done.set()

@@ -1,5 +1,5 @@
 /** Labels and descriptions shown in the UI. No vscode import. */
-import type { RunInfo, StepInfo } from "./protocol";
+import type { ModelCall, RunInfo, StepInfo, Usage } from "./protocol";
 
 /** `12 · review · fire 3` */
 export function stepLabel(s: Pick<StepInfo, "step" | "actor" | "fireCount">): string {
@@ -68,7 +68,35 @@ export function runDescription(run: RunInfo, loaded?: number): string {
     const edits = run.edits ? ` (${run.edits} edit${run.edits === 1 ? "" : "s"})` : "";
     parts.push(`${run.edits ? "forked" : "resumed"} from ${shortRunId(run.resumedFrom)}${at}${edits}`);
   }
+  const usage = usageShort(run.usage);
+  if (usage) parts.push(usage);
   return parts.join(" · ");
+}
+
+const count = (n: number): string => n.toLocaleString("en-US");
+const plural = (n: number, one: string): string => `${count(n)} ${one}${n === 1 ? "" : "s"}`;
+
+/** A run row's word on its model calls: what a resume saved, else what the run called. */
+export function usageShort(u: Usage | null | undefined): string {
+  if (!u) return "";
+  if (u.replayedCalls) return `saved ${plural(u.savedInputTokens + u.savedOutputTokens, "token")}`;
+  if (u.calls) return `${plural(u.calls, "model call")}, ${plural(u.inputTokens + u.outputTokens, "token")}`;
+  return "";
+}
+
+/** A run's model calls as its tooltip says them (as the CLI does). */
+export function usageLines(u: Usage | null | undefined): string[] {
+  if (!u) return [];
+  const lines: string[] = [];
+  const money = (c: number | null | undefined) => (c === undefined || c === null ? "" : ` (cost ${c.toFixed(4)})`);
+  if (u.calls) lines.push(`called models ${plural(u.calls, "time")}: ${count(u.inputTokens)} input and ${count(u.outputTokens)} output tokens${money(u.cost)}`);
+  if (u.replayedCalls) lines.push(`replayed ${plural(u.replayedCalls, "model call")}, saved ${plural(u.savedInputTokens + u.savedOutputTokens, "token")}${money(u.savedCost)}`);
+  return lines;
+}
+
+/** `gpt-4o · 161 in / 14 out tokens · 41 ms` */
+export function callText(c: ModelCall): string {
+  return `${c.model} · ${count(c.inputTokens ?? 0)} in / ${count(c.outputTokens ?? 0)} out tokens · ${formatDuration(c.ms ?? 0)}`;
 }
 
 export function stepDescription(s: StepInfo): string {

@@ -38,6 +38,34 @@ export interface RunInfo {
   resumedAtStep?: number | null;
   edits?: number; // a fork's edits at resumedAtStep
   runDir: string;
+  usage?: Usage | null;
+}
+
+/** A run's model calls, and what its resume saved (`flowtape.usage.Usage`). */
+export interface Usage {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  replayedCalls: number;
+  savedInputTokens: number;
+  savedOutputTokens: number;
+  cost?: number | null;
+  savedCost?: number | null;
+}
+
+/** One live model call of a firing (`flowtape.usage.ModelCall`). */
+export interface ModelCall {
+  model: string;
+  inputTokens?: number;
+  outputTokens?: number;
+  ms?: number;
+}
+
+/** The messages a firing of an agent added, and its model calls. */
+export interface ChatEntry {
+  actor: string;
+  chat: string;
+  calls?: ModelCall[] | null;
 }
 
 export interface Divergence {
@@ -74,6 +102,7 @@ export interface RunFinishedParams {
   error?: string | null;
   errorDetail?: { message: string; actor?: string | null; fireCount?: number | null; uri?: string | null; line?: number | null } | null;
   replayStopped?: Divergence[] | null;
+  usage?: Usage | null;
 }
 
 export interface RunsParams {
@@ -112,7 +141,7 @@ export interface StepDetail {
   put: QueueTokens[];
   queues: { queue: string; size: number; tokens: string[] }[];
   states: { actor: string; state: string | null; fireCount: number }[]; // every actor; state null: it keeps none
-  chat?: unknown[] | null;
+  chat?: ChatEntry[] | null;
 }
 
 export interface RunStartResult {

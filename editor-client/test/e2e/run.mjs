@@ -9,6 +9,7 @@
 //      E2E_KEEP=1 keeps the temp folder, E2E_ONLY=whatif runs only the what-if stages.
 import { spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -147,6 +148,7 @@ function setup() {
   cpSync(join(HERE, "fixture/flow.py"), join(ws, "flow.py"));
   cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
   cpSync(join(HERE, "fixture/whatif.py"), join(ws, "whatif.py"));
+  cpSync(join(HERE, "fixture/agent.py"), join(ws, "agent.py"));
   return { data, ext, ws };
 }
 
@@ -428,6 +430,41 @@ async function whatIfStages(dirs) {
 
 // ---- the test ----------------------------------------------------------------------------------
 
+// ---- an OpenAI-compatible model for fixture/agent.py (chat completions, as the service answers) ---
+
+let modelRequests = 0;
+
+function startModelServer() {
+  const srv = createHttpServer((req, resp) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      modelRequests++;
+      const asked = JSON.parse(body || "{}");
+      const ports = Object.keys(asked.response_format?.json_schema?.schema?.properties?.outputs?.properties ?? { summary: 0 });
+      const content = JSON.stringify({ outputs: Object.fromEntries(ports.map((p) => [p, `${p} by the e2e model`])) });
+      const json = JSON.stringify({
+        id: "chatcmpl-e2e", object: "chat.completion", created: Math.floor(Date.now() / 1000), model: asked.model,
+        choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 120, completion_tokens: 30, total_tokens: 150 },
+      });
+      resp.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
+      resp.end(json);
+    });
+  });
+  return new Promise((res) => srv.listen(0, "127.0.0.1", () => res(srv)));
+}
+
+async function openFile(name, marker) {
+  await page.keyboard.press("Control+P");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 5000 });
+  await input.fill(name);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
+  await page.keyboard.press("Enter");
+  await page.locator(".monaco-editor .view-lines", { hasText: marker }).first().waitFor({ timeout: 10000 });
+}
+
 async function main() {
   rmSync(RESULTS, { recursive: true, force: true });
   mkdirSync(RESULTS, { recursive: true });
@@ -437,6 +474,11 @@ async function main() {
   log(`workspace ${dirs.ws}`);
   const port = await freePort();
   const { chromium } = await import("playwright-core");
+  const model = await startModelServer();
+  model.unref();
+  // code-server, its language server and the runs it starts see them (agent.py's model)
+  process.env.OPENAI_BASE_URL = `http://127.0.0.1:${model.address().port}/v1`;
+  process.env.OPENAI_API_KEY = "sk-e2e-local-model";
 
   await stage(`code-server starts on port ${port}`, () => startCodeServer(port, dirs));
   await stage("workbench loads in chromium", async () => {
@@ -631,6 +673,41 @@ async function main() {
   }, { critical: false });
 
   await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
+
+  await stage("a run that calls a model shows its usage, and its resume what it saved", async () => {
+    await runCommand("View: Close All Editors");  // (the panels and flow.py before: agent.py's lens is then the only one)
+    await openFile("agent.py", "Summarise");
+    const editor = page.locator(".monaco-editor", { hasText: "class Summarise" }).first();
+    await editor.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().click({ timeout: 60000 });
+    const rows = await waitRows((rs) => rs.some((r) => /1 model call, 150 tokens/.test(r)), "a run row saying `1 model call, 150 tokens`", 60000);
+    log(`  ${rows.find((r) => /model call/.test(r))}`);
+    check(modelRequests === 1, `the run should call the model once, the e2e model saw ${modelRequests} request(s)`);
+    await focusEditor();
+    await page.keyboard.press("Alt+End");
+    await waitStatus(/step 2\/2 · summarise/);
+    await runCommand("Flowtape: Show Step Details");
+    let detail = "";
+    const deadline = Date.now() + 15000;
+    while (Date.now() < deadline && !/e2e-model · 120 in \/ 30 out tokens/.test(detail)) {
+      // every frame's text (a webview's page is a frame in a frame); one that does not answer is skipped
+      const texts = page.frames().map((f) => Promise.race([
+        f.evaluate(() => document.body?.innerText ?? "").catch(() => ""),
+        new Promise((res) => setTimeout(() => res(""), 1000)),
+      ]));
+      detail = (await Promise.all(texts)).join("\n");
+      await page.waitForTimeout(300);
+    }
+    await screenshot("step-detail-usage");
+    check(/e2e-model · 120 in \/ 30 out tokens/.test(detail) && /summary by the e2e model/.test(detail),
+      "the step detail should show the firing's answer and its model call (`e2e-model · 120 in / 30 out tokens`)");
+    await focusEditor();
+    await runCommand("Flowtape: ⟲ Resume from Here");
+    const resumed = await waitRows((rs) => rs.some((r) => /resumed from .* · saved 150 tokens/.test(r)), "a resumed run saying `saved 150 tokens`", 45000);
+    log(`  ${resumed.find((r) => /saved/.test(r))}`);
+    check(modelRequests === 1, `a resume at the last step sends no request, the e2e model saw ${modelRequests}`);
+    await screenshot("usage");
+  }, { critical: false });
+
   await whatIfStages(dirs);
 }
 

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { runDescription, runIconKind, runLabel, shortRunId, statusText, stepDescription, stepIconKind, stepLabel, formatDuration, formatTime } from "../../src/core/format";
+import { callText, runDescription, runIconKind, runLabel, shortRunId, statusText, stepDescription, stepIconKind, stepLabel, formatDuration, formatTime, usageLines, usageShort } from "../../src/core/format";
 import type { RunInfo, StepInfo } from "../../src/core/protocol";
 
 const base: StepInfo = {
@@ -56,4 +56,14 @@ test("run description shows a fork and its edits", () => {
   const run: RunInfo = { runId: "r", workflow: "w", uri: "u", status: "succeeded", steps: 7, startedAt: "2024-01-01T10:00:00Z", resumedFrom: "20240101-100000-123456-aa01", resumedAtStep: 4, edits: 2, runDir: "/d" };
   assert.equal(runDescription(run), "7 steps · forked from 100000-aa01 @ step 4 (2 edits)");
   assert.equal(runDescription({ ...run, edits: 1 }), "7 steps · forked from 100000-aa01 @ step 4 (1 edit)");
+test("a run's model usage: on its row, in its tooltip, per call", () => {
+  const run: RunInfo = { runId: "r", workflow: "review", uri: "u", status: "succeeded", steps: 3, startedAt: "2024-01-01T10:00:00Z", runDir: "/d",
+    usage: { calls: 3, inputTokens: 1200, outputTokens: 34, replayedCalls: 0, savedInputTokens: 0, savedOutputTokens: 0 } };
+  assert.equal(runDescription(run), "3 steps · 3 model calls, 1,234 tokens");
+  assert.deepEqual(usageLines(run.usage), ["called models 3 times: 1,200 input and 34 output tokens"]);
+  const resumed = { ...run, usage: { calls: 0, inputTokens: 0, outputTokens: 0, replayedCalls: 37, savedInputTokens: 41000, savedOutputTokens: 203, savedCost: 0.5 } };
+  assert.equal(usageShort(resumed.usage), "saved 41,203 tokens");
+  assert.deepEqual(usageLines(resumed.usage), ["replayed 37 model calls, saved 41,203 tokens (cost 0.5000)"]);
+  assert.equal(usageShort(null), "");
+  assert.equal(callText({ model: "gpt-4o", inputTokens: 161, outputTokens: 14, ms: 41 }), "gpt-4o · 161 in / 14 out tokens · 41 ms");
 });

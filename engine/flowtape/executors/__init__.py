@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from ..agents import Agents
 from ..errors import UsageError
 from ..firing import Outcome, Plan
 from ..network import Actor
@@ -31,7 +32,7 @@ class Executor(Protocol):
     def start(self) -> None:
         """Be ready to fire (connect to a cluster, say): a problem here is the user's, said before the run starts."""
 
-    def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome:
+    def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path, agents: Agents | None = None) -> Outcome:
         """Run one firing's action; raises what it raised (or why it could not run)."""
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from ..agents import Agents
 from ..errors import FlowtapeError, UsageError
 from ..firing import Outcome, Plan, execute
 from ..loader import MODULE_PREFIX
@@ -227,10 +228,12 @@ class RayExecutor:
             return []
         return [f"/{inside.as_posix()}/"] if inside.parts else []
 
-    def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome:
-        self.start()
+    def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path, agents: Agents | None = None) -> Outcome:
         spec = actor.spec
         assert spec is not None
+        if spec.kind == "agent":  # a model call waits, it does not compute: made here, with the run's clients and stop
+            return execute(actor, plan, work_dir, base_dir, agents)
+        self.start()
         job = Job(
             actor.path, actor.obj, plan.action.name if plan.action is not None else None, plan.values,
             actor.fire_count, list(actor.outputs), str(work_dir), str(base_dir),

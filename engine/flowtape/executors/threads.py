@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..agents import Agents
 from ..firing import Outcome, Plan, execute
 from ..network import Actor
 
@@ -19,8 +20,8 @@ class ThreadExecutor:
     def start(self) -> None:
         pass
 
-    def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome:
-        return execute(actor, plan, work_dir, base_dir)
+    def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path, agents: Agents | None = None) -> Outcome:
+        return execute(actor, plan, work_dir, base_dir, agents)
 
     def close(self) -> None:
         pass

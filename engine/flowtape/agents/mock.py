@@ -1,4 +1,4 @@
-"""Agent firings: a mock transport that answers offline, or a callable transport."""
+"""Agents that call no model: the mock transport, which answers offline, or a callable transport."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .model import TaskSpec
-from .ports import is_resource
+from ..model import TaskSpec
+from ..ports import is_resource
 
 
 def _synthesize(port: str, port_type: Any) -> Any:
