@@ -11,12 +11,16 @@ import msgspec
 from msgspec import Raw
 
 from .errors import TraceCorruption, UsageError
+from .guarded import open_regular, read_regular
+from .ownership import ProcessStamp, can_tell, is_the_process
 from .tape import Diverged, ErrorInfo, Header, Tape, decode_record
 from .trust import TapeSeal
 
 TAPE = "tape.jsonl"
 SUMMARY = "run.json"
 DEFAULT_RUNS_DIR = Path(".flowtape") / "runs"
+SUMMARY_LIMIT = 256 << 20  # run.json holds the outputs: big, but never unbounded (a planted /dev/zero)
+HEADER_LIMIT = 64 << 20
 
 
 class RunSummary(msgspec.Struct, omit_defaults=True):
@@ -36,6 +40,7 @@ class RunSummary(msgspec.Struct, omit_defaults=True):
     resumedAtStep: int | None = None
     replayStopped: list[Diverged] = []
     pid: int | None = None
+    process: ProcessStamp | None = None  # the pid's start time and command line (ownership.py)
     tape: TapeSeal | None = None  # set when the run ended: lets a resume trust the tape (trust.py)
 
 
@@ -68,7 +73,7 @@ def write_summary(run_dir: Path, summary: RunSummary) -> None:
 
 def read_summary(run_dir: Path) -> RunSummary | None:
     try:
-        return msgspec.json.decode((run_dir / SUMMARY).read_bytes(), type=RunSummary)
+        return msgspec.json.decode(read_regular(run_dir / SUMMARY, SUMMARY_LIMIT), type=RunSummary)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
 
@@ -77,8 +82,8 @@ def summary_from_tape(run_dir: Path) -> RunSummary | None:
     """A run whose run.json is missing or unreadable, as its tape's header tells it: status
     `unknown` (show and verify read the tape itself)."""
     try:
-        with open(run_dir / TAPE, "rb") as fh:
-            header = decode_record(fh.readline().rstrip(b"\n"))
+        with open_regular(run_dir / TAPE) as fh:
+            header = decode_record(fh.readline(HEADER_LIMIT).rstrip(b"\n"))
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     if not isinstance(header, Header):
@@ -107,7 +112,7 @@ def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
 
 
 def process_alive(pid: int | None) -> bool:
-    """Whether a run's process (by the pid in its run.json) still runs on this machine."""
+    """Whether a process of this pid runs on this machine (any process: see runs_process)."""
     if pid is None or not 0 < pid < 2**31:  # 0 and -1 would signal groups; a hand-edited pid, say
         return False
     try:
@@ -124,20 +129,21 @@ def process_alive(pid: int | None) -> bool:
         return True
 
 
+def runs_process(pid: int | None, stamp: ProcessStamp | None) -> ProcessStamp | None:
+    """The run's process, if the pid its run.json names (`pid`, `stamp`) is provably it (ownership.py): alive, with
+    the start time and command line the run recorded. None for any other process under that pid
+    (reused since, or named by a run.json someone wrote), and for a run.json without a stamp."""
+    if stamp is None or stamp.pid != pid or not is_the_process(stamp):
+        return None
+    return stamp
+
+
 def still_running(summary: RunSummary) -> bool:
-    """Whether the run is under way: said `running`, and its process lives and is older than the
-    run (not another process that got the pid of a run killed since)."""
-    if summary.status != "running" or not process_alive(summary.pid):
+    """Whether the run is under way: said `running`, and its recorded process still runs (not
+    another process that got the pid of a run killed since). Without /proc, the pid alone."""
+    if summary.status != "running":
         return False
-    try:
-        with open(f"/proc/{summary.pid}/stat", "rb") as fh:
-            ticks = int(fh.read().rsplit(b")", 1)[-1].split()[19])
-        with open("/proc/stat", "rb") as fh:
-            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
-        began = boot + ticks / os.sysconf("SC_CLK_TCK")
-        return began <= dt.datetime.fromisoformat(summary.startedAt).timestamp() + 2  # (btime is whole seconds)
-    except (OSError, ValueError, IndexError, StopIteration):
-        return True  # no /proc to tell: the pid alone
+    return runs_process(summary.pid, summary.process) is not None if can_tell() else process_alive(summary.pid)
 
 
 def check_not_cut_short(summary: RunSummary | None, tape: Tape, steps: int) -> None:

@@ -22,6 +22,7 @@ from . import __version__, tools, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
 from .graph import Graph, WorkflowDef
 from .network import IMMUTABLE, LAZY, Item, Network, build_network
+from .ownership import own_stamp
 from .ports import type_name, types_compatible
 from .replay import ReplayPlan, plan_resume, shape_of, statics_of
 from .replayer import restore
@@ -263,6 +264,7 @@ def execute(
     summary = RunSummary(
         id=run_id, workflow=graph.name, flowFile=graph.site.file, status="running", startedAt=started,
         resumedFrom=plan.source_id if plan else None, resumedAtStep=plan.at_step if plan else None, pid=os.getpid(),
+        process=own_stamp(),  # what tells this process from another that gets its pid later (ownership.py)
     )
     if tape:
         run_dir = runs_base / run_id
@@ -365,6 +367,7 @@ def _abandon(engine: Engine, writer: TapeWriter | None, run_dir: Path | None, su
         summary.tape = trust.seal_file(writer.path, writer.written)
     if run_dir is not None:
         summary.status, summary.finishedAt, summary.error, summary.pid = "failed", end.finishedAt, error, None
+        summary.process = None
         summary.steps, summary.firings = engine.steps, engine.seq
         write_summary(run_dir, summary)
 
@@ -406,7 +409,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         summary.outputs = outputs_raw
         summary.error = error
         summary.replayStopped = list(engine.diverged)
-        summary.pid = None
+        summary.pid = summary.process = None
         write_summary(run_dir, summary)
     return RunResult(
         status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), leftovers, stuck,

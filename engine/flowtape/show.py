@@ -11,6 +11,7 @@ from msgspec import Raw
 
 from . import trust
 from .errors import UsageError
+from .guarded import open_regular
 from .rundir import TAPE, read_summary
 from .seek import at_step_from_checkpoints, walk_to_step
 from .tape import End, Firing, Header, Step, Tape, decode_record
@@ -90,7 +91,7 @@ def detail_of(run_dir: Path, number: int, progress: Callable[[int, int], None] |
     if summary is not None and summary.tape is not None and summary.status != "running":
         path = run_dir / TAPE
         if trust.file_sealed(path, summary.tape):
-            with open(path, "rb") as fh:
+            with open_regular(path) as fh:
                 header = decode_record(fh.readline().rstrip(b"\n"))
                 try:
                     end: object = decode_record(_last_line(fh))

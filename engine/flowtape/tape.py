@@ -19,6 +19,7 @@ from msgspec import Raw
 
 from .delta import Edit, apply_edit
 from .errors import TraceCorruption
+from .guarded import open_regular
 
 FORMAT_VERSION = 5
 # 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight;
@@ -458,7 +459,8 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     anything unreadable before it is corruption."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with open_regular(path) as fh:
+            data = fh.read()
     except FileNotFoundError:
         raise TraceCorruption(f"no tape at {path}") from None
     raw_lines = data.split(b"\n")

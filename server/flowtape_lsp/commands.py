@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from flowtape.errors import TraceCorruption
+from flowtape.guarded import read_text
 from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps, records_from
 from flowtape.show import steps_held
 from flowtape.tape import Firing, Header, Step
@@ -21,7 +22,7 @@ from . import protocol as P
 from .actorlines import creation_line, current_text
 from .runs import Run
 from .tapeindex import Filler, last_step_from_end
-from .workspace import client_path, flow_path, same_file, uri_to_path
+from .workspace import client_path, flow_path, same_file
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -120,13 +121,21 @@ def _unreadable(run: Run, exc: Exception) -> Exception:
     return P.damaged(run.run_id, exc)
 
 
+def _is(file: str, path: Path) -> bool:
+    """Whether a file a tape names is `path` (a name no file can have is none)."""
+    try:
+        return bool(file) and Path(file).resolve() == path
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
 def _default_workflow(path: Path) -> str:
     """The workflow `flowtape run` picks without --workflow, as the file's text shows it: `main`,
     else the last `@workflow` (a guess for listing only: the run's header has the last word)."""
     from .codelens import find_workflows
 
     try:
-        names = [w.name for w in find_workflows(path.read_text(encoding="utf-8", errors="replace"))]
+        names = [w.name for w in find_workflows(read_text(path))]
     except OSError:
         return ""
     return "main" if "main" in names else (names[-1] if names else "")
@@ -177,18 +186,9 @@ def register(server: FlowtapeServer) -> None:
         workflow too, and one whose first firing failed."""
         if params.uri is None or params.line is None:
             raise P.invalid("name the actor to rerun: `actor`, or `uri` and `line` (0-based) of the line that creates it")
-        path = uri_to_path(params.uri)
-        if path is None:
-            raise P.invalid(f"uri {params.uri!r} names no file (a file: uri is expected)")
-        try:
-            found = path.is_file()
-        except (OSError, ValueError):
-            found = False
-        if not found:
-            raise P.invalid(f"uri {params.uri!r}: no such file")
+        path = flow_path(params.uri, server.root)  # inside the workspace, a file: refused before anything is read
         text = current_text(server.workspace, params.uri or "")
-        on_line = [a.path for a in header.actors
-                   if a.file and Path(a.file).resolve() == path.resolve() and creation_line(text, a) == params.line]
+        on_line = [a.path for a in header.actors if _is(a.file, path) and creation_line(text, a) == params.line]
         if not on_line:
             raise P.not_found(f"no actor of run {run_id} is created on line {params.line + 1} of {path.name}")
         if len(on_line) > 1:
@@ -240,6 +240,7 @@ def register(server: FlowtapeServer) -> None:
             if index.header is not None and p.from_ <= total:
                 found = await asyncio.to_thread(find_steps, index.path, index.header, p.from_, p.limit)
                 if found is not None:
+                    await asyncio.to_thread(manager.locator.prepare, index.header)
                     infos = [manager.step_info(run, s) for s in found]
                     return P.GetStepsResult(runId=run.run_id, steps=infos, total=total, live=False).to_json()
         index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
@@ -249,6 +250,8 @@ def register(server: FlowtapeServer) -> None:
         if p.from_ > index.steps:  # past what was read so far: read the rest
             index = await manager.ready(run)
         steps = await asyncio.to_thread(index.read_steps, p.from_, p.limit)
+        if index.header is not None:
+            await asyncio.to_thread(manager.locator.prepare, index.header)  # the files its steps are placed in
         if steps:  # a live run's tape is read on meanwhile: the page may hold steps past the count taken before
             total = max(total, steps[-1].step)
         return P.GetStepsResult(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from flowtape.guarded import read_text
 from flowtape.tape import Header
 from lsprotocol import types as lsp
 
@@ -198,7 +199,7 @@ class Diagnostics:
         if delay:
             await asyncio.sleep(delay)  # a newer change cancels this one
         try:
-            saved: str | None = path.read_text(encoding="utf-8", errors="replace")
+            saved: str | None = await asyncio.to_thread(read_text, path)  # (a FIFO is refused, not waited on)
         except (OSError, ValueError):  # gone (deleted, renamed), or a name no file can have
             saved = None
         doc = self.server.workspace.text_documents.get(unquote(uri))

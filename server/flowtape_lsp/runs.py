@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from flowtape.errors import ErrorReport, TraceCorruption
-from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, valid_run_id
+from flowtape.ownership import ProcessStamp, can_tell, is_the_process, stamp_of
+from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, runs_process, valid_run_id
 from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Step
 from flowtape.trust import looks_sealed
@@ -53,6 +54,7 @@ class Run:
     live: bool = False  # being streamed
     proc: asyncio.subprocess.Process | None = None
     pid: int | None = None  # an external run's process, from run.json
+    process: ProcessStamp | None = None  # its stamp (run.json's; for a child of ours, taken as it started)
     status: str = "running"
     started_at: str = ""
     finished_at: str | None = None
@@ -209,7 +211,7 @@ class RunManager:
             run.finished_at = summary.finishedAt
             run.resumed_from = summary.resumedFrom
             run.resumed_at = summary.resumedAtStep
-            run.pid = summary.pid
+            run.pid, run.process = summary.pid, summary.process
             run.finished = summary.status != "running"
         self.runs[run_id] = run
         return run
@@ -227,7 +229,7 @@ class RunManager:
             return
         for run_id, run_dir in self._dirs():
             run = self._register(run_id, run_dir, live=False)
-            if run.status == "running" and _alive(run.pid):
+            if run.status == "running" and self.alive(run):
                 run.live = True
                 self._spawn(self._follow(run))
             elif run.status == "running":  # its process died while nobody watched
@@ -322,6 +324,7 @@ class RunManager:
                 stdin=asyncio.subprocess.PIPE if inputs else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
+            run.process = stamp_of(run.proc.pid)  # (the child has exec'd: its command line is the flow's)
             if inputs and run.proc.stdin is not None:
                 run.proc.stdin.write(msgspec.json.encode(inputs))
                 run.proc.stdin.close()
@@ -365,6 +368,7 @@ class RunManager:
             new = await asyncio.to_thread(index.ingest)
             progressed = index.offset != before
             if index.header is not None and not run.announced:
+                await asyncio.to_thread(self.locator.prepare, index.header)  # (reads files: not on the event loop)
                 self._announce(run)
             pending.extend(new)
             now = time.monotonic()
@@ -413,9 +417,9 @@ class RunManager:
         run.pid_checked = now
         summary = read_summary(run.run_dir)
         if summary is not None and summary.pid is not None:
-            run.pid = summary.pid
+            run.pid, run.process = summary.pid, summary.process
         if run.pid is not None:
-            return not _alive(run.pid)
+            return not self.alive(run)
         if summary is None and run.index.header is None:  # a run writes both as it starts: this is no run
             run.gone_since = run.gone_since or now
             return now - run.gone_since > NO_RUN_GRACE
@@ -528,27 +532,55 @@ class RunManager:
 
     # ---- stopping ---------------------------------------------------------------------------------------
 
+    @staticmethod
+    def alive(run: Run) -> bool:
+        """Whether the run's process runs: our own child until it exits; for a run started
+        elsewhere, the pid its run.json names while it is provably the run's (ownership.py: the
+        start time and command line it recorded), else the run is gone, whatever has that pid now."""
+        if run.proc is not None:
+            return run.proc.returncode is None and (run.process is None or is_the_process(run.process))
+        if can_tell():
+            return runs_process(run.pid, run.process) is not None
+        return _alive(run.pid)  # no /proc: its pid on its word, for listing (never signalled: see `signalled`)
+
+    @staticmethod
+    def signalled(run: Run) -> int | None:
+        """The pid a stop may signal: our own child while it runs, or a run's process that is
+        provably the run's. None for anything else: no signal ever reaches a process that a
+        reused pid or a planted run.json names."""
+        if run.proc is not None:
+            return run.proc.pid if run.proc.returncode is None else None
+        stamp = runs_process(run.pid, run.process)
+        return stamp.pid if stamp is not None else None
+
     async def stop(self, run: Run) -> bool:
-        """SIGTERM, a second SIGTERM after a grace period, then SIGKILL. True if it was running."""
+        """SIGTERM, a second SIGTERM after a grace period, then SIGKILL. True if it was running.
+        A run whose process is not provably its own is not signalled: it is reported gone (its
+        follower finds it so and finishes it `failed`)."""
         if run.finished or not run.live:
             return False
-        run.stopping = True
-        pid = run.proc.pid if run.proc is not None else run.pid
+        pid = self.signalled(run)
         if pid is None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(run.done.wait(), 5.0)
             return False
+        run.stopping = True
         if run.proc is not None:
             run.family = await asyncio.to_thread(family_of, pid)
         for sig, wait in ((signal.SIGTERM, STOP_GRACE), (signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
-            if not self._signal(run, pid, sig):
+            if not self._signal(run, sig):
                 break
-            if await self._exited(run, pid, wait):
+            if await self._exited(run, wait):
                 break
         take_down(run.proc.pid if run.proc is not None else None, run.family)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(run.done.wait(), 5.0)
         return True
 
-    def _signal(self, run: Run, pid: int, sig: int) -> bool:
+    def _signal(self, run: Run, sig: int) -> bool:
+        pid = self.signalled(run)  # asked again before each signal: the process may have gone meanwhile
+        if pid is None:
+            return False
         try:
             if sig == signal.SIGKILL and run.proc is not None:
                 os.killpg(pid, sig)  # the child runs in its own session: take its tools down too
@@ -558,7 +590,7 @@ class RunManager:
         except (ProcessLookupError, PermissionError):
             return False
 
-    async def _exited(self, run: Run, pid: int, wait: float) -> bool:
+    async def _exited(self, run: Run, wait: float) -> bool:
         if run.proc is not None:
             try:
                 await asyncio.wait_for(run.proc.wait(), wait)
@@ -567,7 +599,7 @@ class RunManager:
                 return False
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not self.alive(run):
                 return True
             await asyncio.sleep(0.05)
         return False
@@ -576,6 +608,13 @@ class RunManager:
         """Stop every flow the server started, as `flowtape.stop` does (on `shutdown`)."""
         started = [run for run in self.runs.values() if run.proc is not None and not run.finished]
         await asyncio.gather(*(self.stop(run) for run in started))
+
+    @staticmethod
+    def _child_alive(run: Run) -> bool:
+        """Whether our own child still runs, told without the event loop (its returncode may never
+        be set now): the process under its pid is still the one it started as."""
+        assert run.proc is not None
+        return is_the_process(run.process) if run.process is not None else _alive(run.proc.pid)
 
     def stop_all(self) -> None:
         """Stop every flow the server started, now and without the event loop (on `exit`, or when
@@ -587,7 +626,7 @@ class RunManager:
             with contextlib.suppress(RuntimeError):  # its loop is gone
                 self._poller.cancel()
         # os.kill and polling, not the asyncio process: this also runs after the event loop has closed
-        live = [run for run in self.runs.values() if run.proc is not None and _alive(run.proc.pid)]
+        live = [run for run in self.runs.values() if run.proc is not None and self._child_alive(run)]
         asked = {id(run) for run in live if run.stopping}  # `stop` sent these their first SIGTERM
         for run in live:
             assert run.proc is not None
@@ -597,13 +636,14 @@ class RunManager:
                 assert run.proc is not None
                 if id(run) in asked:
                     asked.discard(id(run))
-                else:
-                    self._signal(run, run.proc.pid, sig)
+                elif self._child_alive(run):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        (os.killpg if sig == signal.SIGKILL else os.kill)(run.proc.pid, sig)
                 run.stopping = True
             deadline = time.monotonic() + STOP_GRACE
             while live and time.monotonic() < deadline:
                 time.sleep(0.05)
-                live = [run for run in live if _alive(run.proc.pid if run.proc is not None else None)]
+                live = [run for run in live if self._child_alive(run)]
             if not live:
                 break
         for run in self.runs.values():
