@@ -117,6 +117,7 @@ class RunManager:
             raise P.not_found(f"run {run_id!r} is gone: {run.run_dir / TAPE} no longer exists")
         if run is None and (run_dir / TAPE).is_file():
             run = self._register(run_id, run_dir, live=False)
+            self._take_up(run)
         if run is None:
             raise P.not_found(f"unknown run {run_id!r}: no such run in {self.runs_dir}")
         if run.junk:
@@ -228,15 +229,19 @@ class RunManager:
         if self._poller is not None:
             return
         for run_id, run_dir in self._dirs():
-            run = self._register(run_id, run_dir, live=False)
-            if run.status == "running" and self.alive(run):
-                run.live = True
-                self._spawn(self._follow(run))
-            elif run.status == "running":  # its process died while nobody watched
-                run.status, run.finished = "failed", True
-                self._spawn(self._note_dead(run))
+            self._take_up(self._register(run_id, run_dir, live=False))
         self._poller = asyncio.ensure_future(self._poll_dir())
         self._spawn(self._preindex())
+
+    def _take_up(self, run: Run) -> None:
+        """A run found on disk that run.json says is running: followed while its process runs,
+        else failed (its process died while nobody watched, or the pid is not the run's)."""
+        if run.status == "running" and self.alive(run):
+            run.live = True
+            self._spawn(self._follow(run))
+        elif run.status == "running":
+            run.status, run.finished = "failed", True
+            self._spawn(self._note_dead(run))
 
     async def _note_dead(self, run: Run) -> None:
         """A run whose process died while no server watched: failed, as far as the editor is told."""

@@ -1,0 +1,201 @@
+"""A folder the user opens may hold anything someone else planted: the real server over stdio,
+against run directories and tapes that name FIFOs, devices, files outside the workspace and
+processes that are not the run's. It must neither hang, grow, nor signal what is not its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from flowtape.tape import reseal
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
+from .conftest import CONFIG, collector, command, count_flow, request, start_session, uri_of, write_flow
+
+INVALID, NOT_FOUND = -32602, -32001
+
+
+def cli_run(workspace: Path, flow: Path, *extra: str) -> Path:
+    """A run made in a terminal in the workspace: its run directory."""
+    done = subprocess.run([sys.executable, "-m", "flowtape", "run", str(flow), "--json", *extra], cwd=workspace,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout.strip().splitlines()[-1])["runId"]
+    return workspace / ".flowtape" / "runs" / run_id
+
+
+def forge(source: Path, run_id: str, header: Callable[[dict[str, Any]], None] | None = None,
+          summary: Callable[[dict[str, Any]], None] | None = None, keep_end: bool = True) -> Path:
+    """A copy of run `source` as someone else would plant it: the header edited and every hash
+    recomputed (so the tape verifies: the chain is not a signature), no seal of this machine."""
+    target = source.parent / run_id
+    target.mkdir()
+    lines = (source / "tape.jsonl").read_bytes().splitlines()
+    first = json.loads(lines[0])
+    first["runId"] = run_id
+    if header is not None:
+        header(first)
+    lines[0] = json.dumps(first, separators=(",", ":")).encode()
+    if not keep_end:
+        lines = lines[:-1]
+    (target / "tape.jsonl").write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
+    data = json.loads((source / "run.json").read_text())
+    data.update(id=run_id)
+    data.pop("tape", None)
+    if summary is not None:
+        summary(data)
+    (target / "run.json").write_text(json.dumps(data))
+    return target
+
+
+def name_files(path: str) -> Callable[[dict[str, Any]], None]:
+    def edit(header: dict[str, Any]) -> None:
+        header["flowFile"] = path
+        for actor in header["actors"]:
+            actor["file"] = path
+    return edit
+
+
+async def _error(call: Any) -> JsonRpcException:
+    with pytest.raises(JsonRpcException) as info:
+        await call
+    return info.value
+
+
+async def test_files_a_tape_names_are_read_guarded(client: LanguageClient, workspace: Path) -> None:
+    """A FIFO, /proc/self/fd/0 and /dev/zero named as the flow and actor files: every request on
+    those runs is answered (the steps placed on line 1, with no length), and so is every other."""
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    real = cli_run(workspace, flow)
+    fifo = workspace / "pipe.py"
+    os.mkfifo(fifo)
+    named = {"fifo": str(fifo), "stdin": "/proc/self/fd/0", "zero": "/dev/zero", "dir": str(workspace)}
+    for name, path in named.items():
+        forge(real, f"planted-{name}", header=name_files(path))
+    for name in named:
+        page = await request(client, "flowtape/getSteps", {"runId": f"planted-{name}", "from": 1, "limit": 50})
+        assert [s["step"] for s in page["steps"]] == [1, 2, 3, 4, 5, 6]
+        assert {s["range"]["end"]["character"] for s in page["steps"]} == {0}
+        detail = await request(client, "flowtape/stepDetail", {"runId": f"planted-{name}", "step": 2})
+        assert detail["step"] == 2
+    runs = await request(client, "flowtape/runs", {})
+    assert {f"planted-{name}" for name in named} <= {r["runId"] for r in runs["runs"]}
+    page = await request(client, "flowtape/getSteps", {"runId": real.name, "from": 1, "limit": 50})
+    assert page["steps"][0]["range"]["end"]["character"] > 0  # the real run's lines are read
+
+
+def test_a_fifo_or_device_as_run_json_hangs_nothing(tmp_path: Path) -> None:
+    """`flowtape runs` and `flowtape verify` on a run directory whose run.json is a FIFO, or a
+    symlink to /dev/zero: answered in time, the run listed from its tape."""
+    flow = write_flow(tmp_path, "count.py", count_flow(3))
+    real = cli_run(tmp_path, flow)
+    fifo_run = forge(real, "fifo-json")
+    (fifo_run / "run.json").unlink()
+    os.mkfifo(fifo_run / "run.json")
+    zero_run = forge(real, "zero-json")
+    (zero_run / "run.json").unlink()
+    (zero_run / "run.json").symlink_to("/dev/zero")
+    listed = subprocess.run([sys.executable, "-m", "flowtape", "runs"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "fifo-json" in listed.stdout and "zero-json" in listed.stdout
+    for run in (fifo_run, zero_run):
+        checked = subprocess.run([sys.executable, "-m", "flowtape", "verify", str(run)], cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0, checked.stderr
+
+
+@pytest.fixture
+def sleeper(workspace: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Planted before the server starts: run.json files that say `running` with the pid of a
+    live, unrelated `sleep` (one with no stamp, one with a stamp that is not that process's)."""
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    real = cli_run(workspace, flow)
+    proc = subprocess.Popen(["sleep", "60"])
+
+    def running(data: dict[str, Any]) -> None:
+        data.update(status="running", pid=proc.pid, finishedAt=None)
+
+    def stamped(data: dict[str, Any]) -> None:
+        running(data)
+        data["process"] = {"pid": proc.pid, "started": 1, "cmdline": "0" * 32}
+
+    forge(real, "planted-bare", summary=running, keep_end=False)
+    forge(real, "planted-stamp", summary=stamped, keep_end=False)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def planted_client(lsp_client: LanguageClient, workspace: Path, sleeper: subprocess.Popen[bytes]):  # type: ignore[no-untyped-def]
+    await start_session(lsp_client, workspace, "visual-studio-code")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_run_json_naming_another_process_gets_it_never_signalled(
+    planted_client: LanguageClient, workspace: Path, sleeper: subprocess.Popen[bytes],
+) -> None:
+    """A stop signals nothing that is not provably the run's: the
+    run is reported gone, `failed`, and the process lives on."""
+    for run_id in ("planted-bare", "planted-stamp"):
+        answer = await command(planted_client, "flowtape.stop", {"runId": run_id})
+        assert sleeper.poll() is None, "the server signalled a process that is not the run's"
+        assert answer == {"runId": run_id, "stopped": False, "status": "failed"}
+    runs = {r["runId"]: r for r in (await request(planted_client, "flowtape/runs", {}))["runs"]}
+    assert runs["planted-bare"]["status"] == runs["planted-stamp"]["status"] == "failed"
+    listed = subprocess.run([sys.executable, "-m", "flowtape", "runs"], cwd=workspace, capture_output=True,
+                            text=True, timeout=60)
+    assert "planted-bare" in listed.stdout and sleeper.poll() is None
+
+
+async def test_a_terminal_run_is_still_stopped(client: LanguageClient, workspace: Path) -> None:
+    """The run's own process (its recorded stamp holds) is still stopped from the editor."""
+    flow = write_flow(workspace, "slow.py", count_flow(10_000, delay=0.02))
+    proc = subprocess.Popen([sys.executable, "-m", "flowtape", "run", str(flow)], cwd=workspace,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        started = await collector(client).wait_for("flowtape/runStarted", timeout=30)
+        answer = await command(client, "flowtape.stop", {"runId": started["runId"]})
+        assert answer == {"runId": started["runId"], "stopped": True, "status": "stopped"}
+        assert proc.wait(10) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+async def test_rerun_by_a_file_outside_the_workspace_is_refused_unread(client: LanguageClient, workspace: Path, tmp_path: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await collector(client).finished(run["runId"])
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text(count_flow(3))
+    link = workspace / "link.py"
+    link.symlink_to(outside)
+    for uri in (uri_of(outside), "file://" + str(link)):
+        error = await _error(command(client, "flowtape.rerunActor", {"runId": run["runId"], "uri": uri, "line": 3}))
+        assert error.code == INVALID
+        assert "outside the workspace" in error.message
+
+
+async def test_a_nul_byte_in_a_file_a_tape_names_is_a_clear_error(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    real = cli_run(workspace, flow)
+    nul = str(workspace / "co\x00unt.py")
+    forge(real, "planted-nul", header=name_files(nul), summary=lambda data: data.update(flowFile=nul))
+    page = await request(client, "flowtape/getSteps", {"runId": "planted-nul", "from": 1, "limit": 50})
+    assert len(page["steps"]) == 6
+    detail = await request(client, "flowtape/stepDetail", {"runId": "planted-nul", "step": 6})
+    assert detail["step"] == 6
+    error = await _error(command(client, "flowtape.rerunActor", {"runId": "planted-nul", "uri": uri_of(flow), "line": 40}))
+    assert error.code == NOT_FOUND and "Traceback" not in error.message
+    error = await _error(command(client, "flowtape.resumeAtStep", {"runId": "planted-nul", "step": 1}))
+    assert error.code == INVALID and "Traceback" not in error.message, error.message
