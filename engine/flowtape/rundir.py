@@ -13,7 +13,7 @@ from msgspec import Raw
 from .errors import TraceCorruption, UsageError
 from .guarded import open_regular, read_regular
 from .ownership import ProcessStamp, can_tell, is_the_process
-from .tape import Diverged, ErrorInfo, Header, Tape, decode_record
+from .tape import Diverged, End, ErrorInfo, Header, Tape, decode_record
 from .trust import TapeSeal
 
 TAPE = "tape.jsonl"
@@ -149,11 +149,14 @@ def still_running(summary: RunSummary) -> bool:
 def check_not_cut_short(summary: RunSummary | None, tape: Tape, steps: int) -> None:
     """A tape that holds together but lacks the end record of a run its run.json says ended was
     cut short (truncated, or its tail lost): stepping or resuming it would tell another run."""
-    if tape.end is None and summary is not None and summary.status != "running":
-        raise TraceCorruption(
-            f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
-            f"(the tape holds {steps}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
-        )
+    if tape.end is not None or summary is None or summary.status == "running":
+        return
+    if any(isinstance(line.record, End) for line in tape.lines):
+        return  # an end record with records after it: not cut short, but Rebuild's "the end record is last"
+    raise TraceCorruption(
+        f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
+        f"(the tape holds {steps}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
+    )
 
 
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunSummary]]:

@@ -251,7 +251,10 @@ def execute(
         inputs = dict(inputs or {})
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
-        inputs_raw = Raw(msgspec.json.encode({port: item[1] for port, item in seeded.items()})) if seeded else Raw(b"{}")
+        # the header holds the inputs the graph takes (a value given to a port wired to nothing is
+        # not used, and said so): a header naming a port the graph lacks fails verification
+        used = {port: item[1] for port, item in seeded.items() if net.seeds.get(port)}
+        inputs_raw = Raw(msgspec.json.encode(used)) if used else Raw(b"{}")
     workers = max_workers if max_workers is not None else (graph.max_workers or min(8, (os.cpu_count() or 1) + 2))
     workers = min(workers, MAX_WORKERS)
     run_id = new_run_id() if run_id is None else run_id

@@ -392,9 +392,17 @@ def check_header(header: Header) -> None:
             f"tape format version {header.version}; this Flowtape reads versions {known}", 1, "a known format version"
         )
     try:
-        msgspec.json.decode(header.inputs, type=dict[str, Raw])
+        inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw])
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise TraceCorruption("the header's inputs are not an object of input ports", 1, "a well-formed header") from None
+    ports = {port for port, _ in header.seededOutputs}
+    ports.update(q[2 : q.index("->")] for q in header.queues if q.startswith("$.") and "->" in q)
+    strangers = [port for port in inputs if port not in ports]
+    if strangers:
+        raise TraceCorruption(
+            f"the header's inputs name {', '.join(map(repr, strangers[:5]))}, which the graph has no input port for "
+            f"(its input ports: {', '.join(map(repr, sorted(ports))) or 'none'})", 1, "a well-formed header",
+        )
     if header.graph != graph_fingerprint(header.actors, header.queues):
         raise TraceCorruption("the header's graph fingerprint is not that of its actors and queues", 1, "a well-formed header")
     if not valid_run_id(header.runId):
