@@ -166,22 +166,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"flowtape: note: outputs longer than {OUTPUT_CHARS:,} characters are cut; --json prints them whole",
                   file=sys.stderr)
         where = f" · tape {result.run_dir}" if result.run_dir else ""
-        print(f"{result.status} · {result.steps} steps · {result.firings} firings{where}", file=sys.stderr)
+        _tell(f"{result.status} · {result.steps} steps · {result.firings} firings{where}")
         if result.status == "stopped" and args.max_steps is not None and result.steps >= args.max_steps:
             go_on = f": go on with --resume-from {result.run_id}" if result.run_dir else " (--no-tape: nothing to resume from)"
-            print(f"stopped at --max-steps {args.max_steps}{go_on}", file=sys.stderr)
+            _tell(f"stopped at --max-steps {args.max_steps}{go_on}")
         for d in result.replay_stopped:
-            print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}", file=sys.stderr)
+            _tell(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}")
         for qid, count in result.leftovers:
-            print(f"leftover: {count} token(s) in {qid}", file=sys.stderr)
+            _tell(f"leftover: {count} token(s) in {qid}")
         for line in result.stuck:
-            print(f"stuck: {line}", file=sys.stderr)
+            _tell(f"stuck: {line}")
     for line in result.warnings:
-        print(f"flowtape: warning: {line}", file=sys.stderr)
+        _tell(f"flowtape: warning: {line}")
     if result.status == "failed" and result.error is not None:
-        print(f"flowtape: {result.error.message}", file=sys.stderr)
+        _tell(f"flowtape: {result.error.message}")
         if args.verbose and result.error.traceback:
-            print(result.error.traceback, file=sys.stderr)
+            _tell(result.error.traceback)
     return {"succeeded": EXIT_OK}.get(result.status, EXIT_FAILED)
 
 
@@ -217,6 +217,11 @@ _CONTROLS = {
 
 def _say(text: str) -> None:
     print(text.translate(_CONTROLS))
+
+
+def _tell(text: str) -> None:
+    """A message on stderr, escaped as _say escapes output: tape text in it is shown, not obeyed."""
+    print(text.translate(_CONTROLS), file=sys.stderr)
 
 
 def _say_json(value: object) -> None:
@@ -508,8 +513,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(args: argparse.Namespace, message: str, code: int, exc: BaseException | None = None) -> int:
-    """One line on stderr; with `run --json`, the one JSON object on stdout says it too."""
-    print(f"flowtape: {message}", file=sys.stderr)
+    """One line on stderr (what a tape or run.json said in it escaped); with `run --json`, the one
+    JSON object on stdout says it too."""
+    _tell(f"flowtape: {message}")
     if getattr(args, "json", False):
         _say_json(ErrorReport.of(message, exc))
     return code
