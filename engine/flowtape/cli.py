@@ -391,7 +391,10 @@ def cmd_golden(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     from flowtape_lsp.server import main as lsp_main
 
-    return lsp_main(tcp=args.tcp)
+    if args.tcp is not None and not args.token:
+        raise UsageError("--tcp needs --token TOKEN: the server serves only a client whose initialize gives it "
+                         "(initializationOptions.token), as any local user could connect to the port")
+    return lsp_main(tcp=args.tcp, token=args.token)
 
 
 _WHOLE = re.compile(r"-?[0-9]+")  # what `int()` takes beyond it (`1_0`, ` 3`, other scripts' digits) is a typo
@@ -470,7 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_golden)
 
     p = sub.add_parser("lsp", help="start the language server (stdio)")
-    p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT", help="listen on 127.0.0.1:PORT instead (for debugging)")
+    p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT",
+                   help="listen on 127.0.0.1:PORT instead, for a client that shows --token")
+    p.add_argument("--token", metavar="TOKEN", help="with --tcp: the token a client must give as initializationOptions.token")
     p.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (the default)")
     p.add_argument("--clientProcessId", help=argparse.SUPPRESS)  # added by some language clients
     p.set_defaults(fn=cmd_lsp)

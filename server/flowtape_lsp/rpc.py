@@ -8,8 +8,7 @@ keeps the log for real failures."""
 from __future__ import annotations
 
 import logging
-import re
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import unquote
 
 import attrs
@@ -47,26 +46,6 @@ def raw_converter() -> cattrs.Converter:
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, keep)
     return converter
-
-
-_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.IGNORECASE)
-
-
-class LenientStdin:
-    """stdin as pygls reads it, but with the Content-Length header's name read in any case, as
-    HTTP's are: pygls matches `Content-Length` exactly, and a client writing `content-length`
-    would get no answer, then or ever after."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self._raw = raw
-
-    def readline(self) -> bytes:
-        line = self._raw.readline()
-        match = _LENGTH.fullmatch(line)
-        return b"Content-Length: %s\r\n" % match.group(1) if match else line
-
-    def read(self, size: int) -> bytes:
-        return self._raw.read(size)
 
 
 class Unreadable:

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 import msgspec
 from flowtape import __version__
@@ -19,8 +19,9 @@ from pygls.lsp.server import LanguageServer
 
 from . import protocol as P
 from .diagnostics import Diagnostics
-from .rpc import FlowtapeProtocol, LenientStdin, raw_converter
+from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
+from .transport import serve_stdio, serve_tcp
 from .workspace import fs_path, named_by_client, use_client_root
 
 _encoder = msgspec.json.Encoder()
@@ -154,8 +155,9 @@ def create_server() -> FlowtapeServer:
     return server
 
 
-def main(tcp: int | None = None) -> int:
-    """`flowtape lsp [--tcp PORT]`: serve over stdio (or TCP, for debugging)."""
+def main(tcp: int | None = None, token: str | None = None) -> int:
+    """`flowtape lsp [--tcp PORT --token TOKEN]`: serve over stdio (or TCP on the loopback, to a
+    client that shows the token: transport.py)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="flowtape-lsp %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
     logging.getLogger("asyncio").setLevel(logging.ERROR)  # (its child watcher's notes when flows outlive the loop at exit)
@@ -164,9 +166,10 @@ def main(tcp: int | None = None) -> int:
     server = create_server()
     try:
         if tcp is not None:
-            server.start_tcp("127.0.0.1", tcp)
+            assert token, "a TCP server needs a token"
+            serve_tcp(server, tcp, token)
         else:
-            server.start_io(stdin=cast(BinaryIO, LenientStdin(sys.stdin.buffer)))
+            serve_stdio(server)
     finally:
         server.manager.stop_all()  # the editor went away (end of input): stop what it started
         # the transport may have closed stdout; the CLI flushes it on the way out
