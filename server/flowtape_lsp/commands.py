@@ -20,9 +20,10 @@ from lsprotocol import types as lsp
 
 from . import protocol as P
 from .actorlines import creation_line, current_text
+from .permits import differs, may_run
 from .runs import Run
 from .tapeindex import Filler, last_step_from_end
-from .workspace import client_path, flow_path, same_file
+from .workspace import client_path, flow_path, path_to_uri, same_file
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -147,6 +148,7 @@ def register(server: FlowtapeServer) -> None:
     @server.command(P.CMD_RUN)
     async def run_flow(*args: Any) -> Any:
         params = P.command_params(args, P.RunParams)
+        may_run(server.trust)
         path = flow_path(params.uri, server.root)
         run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers)
         if not run.workflow:  # listed by the name the flow will most likely run, until its tape's header says
@@ -156,6 +158,7 @@ def register(server: FlowtapeServer) -> None:
     @server.command(P.CMD_RESUME)
     async def resume_at_step(*args: Any) -> Any:
         params = P.command_params(args, P.ResumeAtStepParams)
+        may_run(server.trust)
         source = manager.get(params.runId)
         index = await manager.ready(source)
         step = params.step if params.step is not None else index.steps
@@ -165,6 +168,7 @@ def register(server: FlowtapeServer) -> None:
     @server.command(P.CMD_RERUN_ACTOR)
     async def rerun_actor(*args: Any) -> Any:
         params = P.command_params(args, P.RerunActorParams)
+        may_run(server.trust)
         source = manager.get(params.runId)
         index = await manager.ready(source)
         assert index.header is not None
@@ -199,9 +203,13 @@ def register(server: FlowtapeServer) -> None:
     async def _resume(source: Run, step: int, max_workers: int | None = None) -> Any:
         header = source.index.header
         assert header is not None
-        flow = flow_path(source.uri, server.root) if source.uri else None
-        if flow is None:
+        if not header.flowFile:
             raise P.invalid(f"run {source.run_id} names no flow file")
+        flow = flow_path(path_to_uri(header.flowFile), server.root)  # the flow its tape says it ran
+        problem = await asyncio.to_thread(differs, flow, header)
+        if problem is not None:  # refused before anything of it runs
+            raise P.invalid(f"not resumed: {flow} is not the flow run {source.run_id} ran, as its tape records it: "
+                            f"{problem}. A resume runs the flow the run ran; run the file afresh to run it")
         run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers)
         return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
 

@@ -18,6 +18,7 @@ from flowtape.tape import Header
 from lsprotocol import types as lsp
 
 from .actorlines import creation_line, current_text
+from .permits import may_import
 from .runs import Run
 from .workspace import file_key, find_actor, path_to_uri, split_lines, uri_to_path
 
@@ -218,6 +219,8 @@ class Diagnostics:
             self.publish({uri})  # what is saved does not parse: an older load error of it is gone
         if syntax is not None or text != saved:
             return  # the child imports what is saved: how unsaved text loads is seen on save
+        if not may_import(self.server.trust, path, self.server.root):
+            return  # importing runs the file: not one outside the workspace, nothing in an untrusted folder
         result = await self._run_checker(path)
         if result is None:
             return

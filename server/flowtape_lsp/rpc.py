@@ -23,6 +23,7 @@ from pygls.protocol import (
     default_converter,
 )
 
+from .permits import NotTrusted
 from .protocol import CMD_RERUN_ACTOR, CMD_RESUME, CMD_RUN, RunNotFound, TapeDamaged
 
 logger = logging.getLogger("flowtape_lsp")
@@ -169,7 +170,7 @@ class FlowtapeProtocol(LanguageServerProtocol):
         # A handler that refuses a client's mistake answers with the error; that is no server failure.
         self._uncancellable.discard(msg_id)
         exc = None if future.cancelled() else future.exception()
-        if isinstance(exc, (JsonRpcInvalidParams, RunNotFound, TapeDamaged)):
+        if isinstance(exc, (JsonRpcInvalidParams, RunNotFound, TapeDamaged, NotTrusted)):
             self._request_futures.pop(msg_id, None)
             self._send_response(msg_id, error=exc.to_response_error())
             return

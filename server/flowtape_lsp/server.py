@@ -19,6 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import protocol as P
 from .diagnostics import Diagnostics
+from .permits import trust_from
 from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
 from .transport import serve_stdio, serve_tcp
@@ -35,6 +36,7 @@ class FlowtapeServer(LanguageServer):
         super().__init__("flowtape-lsp", __version__, converter_factory=raw_converter, protocol_cls=FlowtapeProtocol,
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.root: Path = Path.cwd().resolve()
+        self.trust = "workspace"  # how far the client trusts the folder (permits.py)
         self.manager = RunManager(self)
         self.exit_code = 0  # 1 after an `exit` without `shutdown`, as LSP asks
         self.shut_down = False
@@ -102,6 +104,9 @@ def create_server() -> FlowtapeServer:
 
     @server.feature(lsp.INITIALIZE)
     def initialize(params: lsp.InitializeParams) -> None:
+        server.trust, warning = trust_from(params.initialization_options)
+        if warning is not None:
+            logger.warning("%s", warning)
         # The root is known now: a client that never sends `initialized` still gets its own.
         folders = server.workspace.folders
         root = server.workspace.root_path

@@ -4,10 +4,12 @@ processes that are not the run's. It must neither hang, grow, nor signal what is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,9 @@ from typing import Any
 import pytest
 import pytest_lsp
 from flowtape.tape import reseal
+from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import LanguageClient
+from pytest_lsp import LanguageClient, client_capabilities
 
 from .conftest import CONFIG, collector, command, count_flow, request, start_session, uri_of, write_flow
 
@@ -199,3 +202,85 @@ async def test_a_nul_byte_in_a_file_a_tape_names_is_a_clear_error(client: Langua
     assert error.code == NOT_FOUND and "Traceback" not in error.message
     error = await _error(command(client, "flowtape.resumeAtStep", {"runId": "planted-nul", "step": 1}))
     assert error.code == INVALID and "Traceback" not in error.message, error.message
+
+
+EVIL = '''\
+import pathlib
+
+pathlib.Path(__file__).with_name("{marker}").write_text("imported")  # flowtape
+
+
+def main():
+    return None
+'''
+
+
+async def test_a_tape_naming_another_file_as_its_flow_runs_nothing(client: LanguageClient, workspace: Path) -> None:
+    """The flow a resume runs is the one the run ran: a tape that names another workspace file
+    as its flow is refused before that file is run (it would have written its marker)."""
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    real = cli_run(workspace, flow)
+    evil = write_flow(workspace, "tool.py", EVIL.format(marker="ran.txt"))
+
+    def as_evil(header: dict[str, Any]) -> None:
+        header["flowFile"] = str(evil)
+
+    forge(real, "planted-flow", header=as_evil, summary=lambda data: data.update(flowFile=str(evil)))
+    for name, params in (("flowtape.resumeAtStep", {"runId": "planted-flow", "step": 2}),
+                         ("flowtape.rerunActor", {"runId": "planted-flow", "actor": "double"})):
+        error = await _error(command(client, name, params))
+        assert error.code == INVALID
+        assert "is not the flow run planted-flow ran" in error.message and "none of the run's actors" in error.message
+    assert not (workspace / "ran.txt").exists()
+    # the run's own flow, edited since (a line added above the actors), is still the flow it ran
+    flow.write_text("# a comment\n" + flow.read_text())
+    again = await command(client, "flowtape.resumeAtStep", {"runId": real.name, "step": 2})
+    assert (await collector(client).finished(again["runId"]))["status"] == "succeeded"
+
+
+async def test_the_checker_imports_only_files_inside_the_workspace(client: LanguageClient, workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    far = outside / "far.py"
+    far.write_text(EVIL.format(marker="far-ran.txt"))
+    link = workspace / "link.py"
+    link.symlink_to(outside / "linked.py")
+    (outside / "linked.py").write_text(EVIL.format(marker="link-ran.txt"))
+    near = write_flow(workspace, "near.py", EVIL.format(marker="near-ran.txt"))
+    for path in (far, link, near):  # (opened as the editor names them: the link by its own name)
+        client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(
+            uri="file://" + str(path), language_id="python", version=1, text=path.read_text())))
+    deadline = time.monotonic() + 30
+    while not (workspace / "near-ran.txt").exists():  # the file inside is checked (imported) ...
+        assert time.monotonic() < deadline, "the file inside the workspace was never checked"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)
+    assert not (outside / "far-ran.txt").exists()  # ... the ones outside never are
+    assert not (outside / "link-ran.txt").exists()
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def untrusted(lsp_client: LanguageClient, workspace: Path):  # type: ignore[no-untyped-def]
+    await lsp_client.initialize_session(lsp.InitializeParams(
+        capabilities=client_capabilities("neovim"), root_uri=uri_of(workspace), initialization_options={"trust": "none"},
+    ))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_an_untrusted_folder_runs_and_imports_nothing(untrusted: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "flow.py", EVIL.format(marker="ran.txt").replace("def main", "@workflow\ndef main")
+                      .replace("import pathlib", "import pathlib\nfrom flowtape import workflow"))
+    real = cli_run(workspace, write_flow(workspace, "count.py", count_flow(3)))
+    untrusted.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(
+        uri=uri_of(flow), language_id="python", version=1, text=flow.read_text())))
+    for name, params in (("flowtape.run", {"uri": uri_of(flow)}), ("flowtape.resumeAtStep", {"runId": real.name}),
+                         ("flowtape.rerunActor", {"runId": real.name, "actor": "double"})):
+        error = await _error(command(untrusted, name, params))
+        assert error.code == -32004 and "not trusted" in error.message
+    lenses = await untrusted.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri_of(flow))))
+    assert [lens.command.title for lens in lenses] == ["🔒 Run: this folder is not trusted, so Flowtape runs nothing"]
+    page = await request(untrusted, "flowtape/getSteps", {"runId": real.name, "from": 1, "limit": 10})
+    assert len(page["steps"]) == 6  # its tapes are still read
+    await asyncio.sleep(2.0)
+    assert not (workspace / "ran.txt").exists()
