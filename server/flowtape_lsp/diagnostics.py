@@ -18,6 +18,7 @@ from flowtape.tape import Header
 from lsprotocol import types as lsp
 
 from .actorlines import creation_line, current_text
+from .family import started_here
 from .permits import may_import
 from .runs import Run
 from .workspace import file_key, find_actor, path_to_uri, split_lines, uri_to_path
@@ -253,6 +254,13 @@ class Diagnostics:
             )
         except OSError:
             return None
+        started_here.add(proc.pid)  # (what it leaves behind is told apart from it: family.py)
+        try:
+            return await self._report(proc, path)
+        finally:
+            started_here.discard(proc.pid)
+
+    async def _report(self, proc: asyncio.subprocess.Process, path: Path) -> dict[str, Any] | None:
         try:
             out, err = await asyncio.wait_for(proc.communicate(), CHECK_TIMEOUT)
         except (TimeoutError, asyncio.CancelledError) as exc:

@@ -25,7 +25,7 @@ from flowtape.verify import check_run
 
 from . import progress
 from . import protocol as P
-from .family import Family, family_of, take_down
+from .family import Family, clear_left_behind, family_of, left_behind, reap, started_here, take_down
 from .tapeindex import TapeIndex
 from .workspace import Locator, client_path, path_to_uri
 
@@ -281,9 +281,17 @@ class RunManager:
         except OSError:
             return []
 
+    def _live_sessions(self) -> set[int]:
+        """The sessions of the flows this server started that still run (each leads its own)."""
+        return {r.proc.pid for r in self.runs.values() if r.proc is not None and r.proc.returncode is None}
+
     async def _poll_dir(self) -> None:
+        polls = 0
         while True:
             await asyncio.sleep(DIR_POLL)
+            polls += 1
+            if polls % 10 == 0:  # processes flows left behind that exited since: collected, not left as zombies
+                await asyncio.to_thread(lambda: reap(list(left_behind(started_here))))
             try:
                 for run_id, run_dir in self._dirs():
                     if run_id not in self.runs:
@@ -330,6 +338,7 @@ class RunManager:
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
             run.process = stamp_of(run.proc.pid)  # (the child has exec'd: its command line is the flow's)
+            started_here.add(run.proc.pid)
             if inputs and run.proc.stdin is not None:
                 run.proc.stdin.write(msgspec.json.encode(inputs))
                 run.proc.stdin.close()
@@ -393,6 +402,8 @@ class RunManager:
                 await asyncio.sleep(0)
                 continue
             if exit_seen:  # the process is gone and its tape is read to the end: it has no end record
+                if run.proc is not None:  # what it started goes with it, as on a stop
+                    await asyncio.to_thread(clear_left_behind, run.proc.pid, self._live_sessions())
                 await self._close_dead_tape(run)
                 pending.extend(await asyncio.to_thread(index.ingest))
                 for i in range(0, len(pending), FLUSH_SIZE):
@@ -488,6 +499,8 @@ class RunManager:
             self.server.send(P.STEPS, P.Steps(runId=run.run_id, steps=[self.step_info(run, s) for s in steps]))
 
     async def _finish(self, run: Run, status: str) -> None:
+        if run.proc is not None and run.proc.returncode is not None:
+            started_here.discard(run.proc.pid)
         run.finished = True
         run.live = False
         run.status = status

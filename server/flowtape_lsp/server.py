@@ -19,6 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import protocol as P
 from .diagnostics import Diagnostics
+from .family import become_subreaper
 from .permits import trust_from
 from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
@@ -169,6 +170,7 @@ def main(tcp: int | None = None, token: str | None = None) -> int:
     for handler in logging.getLogger().handlers:  # on the handler: pygls logs it through several loggers
         handler.addFilter(_quiet_parse_errors)
     server = create_server()
+    become_subreaper()  # what a flow that dies leaves behind comes to the server, to go with it (family.py)
     try:
         if tcp is not None:
             assert token, "a TCP server needs a token"

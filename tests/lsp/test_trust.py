@@ -5,8 +5,10 @@ processes that are not the run's. It must neither hang, grow, nor signal what is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -284,3 +286,76 @@ async def test_an_untrusted_folder_runs_and_imports_nothing(untrusted: LanguageC
     assert len(page["steps"]) == 6  # its tapes are still read
     await asyncio.sleep(2.0)
     assert not (workspace / "ran.txt").exists()
+
+
+SPAWNER = '''\
+import os
+import pathlib
+import subprocess
+import time
+
+from flowtape import Port, connect, task, workflow
+
+PIDS = pathlib.Path(__file__).with_name("pids.txt")
+
+
+@task
+class Spawn:
+    class Ports:
+        Out = Port[int](direction="out")
+
+    done: bool = False
+
+    def action(self):
+        if self.done:
+            return None
+        self.done = True
+        grouped = subprocess.Popen(["sleep", "300"])
+        alone = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        PIDS.write_text(f"{grouped.pid} {alone.pid}")
+        if HOW == "exit":
+            os._exit(3)
+        time.sleep(300)
+        return 1
+
+
+@workflow
+def main():
+    spawn = Spawn()
+    connect(spawn.Out, "Out")
+'''
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+async def test_what_a_flow_started_goes_when_it_dies_by_itself(client: LanguageClient, workspace: Path, how: str) -> None:
+    """A flow the server started that calls os._exit, or is SIGKILLed from outside, takes with it
+    the processes it started, in its process group and in a session of their own."""
+    flow = write_flow(workspace, "spawn.py", SPAWNER.replace("HOW ==", f"{how!r} =="))
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    deadline = time.monotonic() + 30
+    while not (workspace / "pids.txt").exists() or len((workspace / "pids.txt").read_text().split()) < 2:
+        assert time.monotonic() < deadline, "the flow never started its processes"
+        await asyncio.sleep(0.05)
+    pids = [int(p) for p in (workspace / "pids.txt").read_text().split()]
+    try:
+        if how == "sigkill":
+            summary = json.loads((Path(run["runDir"]) / "run.json").read_text())
+            os.kill(summary["pid"], signal.SIGKILL)
+        done = await collector(client).finished(run["runId"], timeout=30)
+        assert done["status"] == "failed"
+        deadline = time.monotonic() + 10
+        while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert [pid for pid in pids if not _gone(pid)] == []
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
