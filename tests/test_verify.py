@@ -26,7 +26,7 @@ from flowtape.tape import (
     encode_record,
     reseal,
 )
-from flowtape.verify import verify
+from flowtape.verify import verify, verify_streamed
 from msgspec import Raw
 
 FLOWS = Path(__file__).parent / "flows"
@@ -80,10 +80,14 @@ def names_line(exc: TraceCorruption, number: int) -> bool:
 def corrupt(path: Path) -> TraceCorruption:
     with pytest.raises(TraceCorruption) as info:
         verify(path, warn=False)
+    with pytest.raises(TraceCorruption) as streamed:  # the same verdict when the tape is read as a stream
+        verify_streamed(path.parent)
+    assert (streamed.value.line, streamed.value.rule) == (info.value.line, info.value.rule), (streamed.value, info.value)
     return info.value
 
 
 def test_a_good_tape_verifies(run):
+    assert verify_streamed(run.parent) == verify(run)[1].step
     tape, rebuild = verify(run)
     assert rebuild.ended is not None and rebuild.ended.status == "succeeded"
     assert rebuild.seq == 20 and rebuild.step == 20

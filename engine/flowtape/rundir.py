@@ -149,13 +149,19 @@ def still_running(summary: RunSummary) -> bool:
 def check_not_cut_short(summary: RunSummary | None, tape: Tape, steps: int) -> None:
     """A tape that holds together but lacks the end record of a run its run.json says ended was
     cut short (truncated, or its tail lost): stepping or resuming it would tell another run."""
-    if tape.end is not None or summary is None or summary.status == "running":
+    any_end = tape.end is not None or any(isinstance(line.record, End) for line in tape.lines)
+    check_ended(summary, tape.end is not None, any_end, len(tape.lines), steps)
+
+
+def check_ended(summary: RunSummary | None, ends: bool, any_end: bool, lines: int, steps: int) -> None:
+    """check_not_cut_short, from what a reader counted: whether the last of the tape's `lines`
+    is an end record, and whether any is (one with records after it is not cut short, but
+    Rebuild's "the end record is last")."""
+    if ends or any_end or summary is None or summary.status == "running":
         return
-    if any(isinstance(line.record, End) for line in tape.lines):
-        return  # an end record with records after it: not cut short, but Rebuild's "the end record is last"
     raise TraceCorruption(
         f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
-        f"(the tape holds {steps}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
+        f"(the tape holds {steps}): it was cut short", lines + 1, "a finished run's tape ends with its end record",
     )
 
 

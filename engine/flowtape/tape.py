@@ -447,7 +447,7 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
         return _read_tape(path, warn)
 
 
-def _is_end(raw: bytes) -> bool:
+def is_end_line(raw: bytes) -> bool:
     try:
         return isinstance(_decoder.decode(raw), End)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -468,7 +468,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     elif raw_lines:
-        torn = not _is_end(raw_lines[-1])  # no newline: the writer died mid-line, unless it is a
+        torn = not is_end_line(raw_lines[-1])  # no newline: the writer died mid-line, unless it is a
         # whole end record whose newline alone was lost (an editor or a copy dropped it)
     if torn:
         raw_lines.pop()
@@ -482,7 +482,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
             try:
                 records.append(_decoder.decode(raw))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise TraceCorruption(f"unreadable record ({_why_unreadable(raw, number, exc)})", number, "well-formed records") from None
+                raise TraceCorruption(f"unreadable record ({why_unreadable(raw, number, exc)})", number, "well-formed records") from None
     if raw_lines and raw_lines[0].endswith(b"\r"):
         raise TraceCorruption(
             "unreadable record (its lines end in CR LF: the tape was converted to Windows line endings, "
@@ -500,7 +500,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     return Tape(path, lines, torn)
 
 
-def _why_unreadable(raw: bytes, number: int, exc: Exception) -> str:
+def why_unreadable(raw: bytes, number: int, exc: Exception) -> str:
     """What is wrong with a line that is not a record, in words for the usual accidents."""
     if not raw.strip():
         return "an empty line"

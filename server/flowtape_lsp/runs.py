@@ -41,6 +41,7 @@ STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before
 STDERR_KEEP = 16 << 10
 PREINDEX = 3  # finished runs read in the background at startup, newest first ...
 PREINDEX_MAX_BYTES = 32 << 20  # ... when small: a big tape's last step is answered from its end
+CHECK_FIRST_BYTES = 8 << 20  # a tape not sealed here up to this size is checked before the first answer; a bigger one meanwhile
 
 
 @dataclass(eq=False)
@@ -149,22 +150,28 @@ class RunManager:
         async with run.checking:
             if run.verdict is None or run.verdict[0] != stamp:
                 summary = read_summary(run.run_dir)
-                if summary is not None and looks_sealed(run.index.path, summary.tape):
-                    # most likely the sealed tape (one stat): answer now, and check it meanwhile
-                    # (a keyed digest of a big tape takes a while); a tape that fails is refused from then on
+                if stat.st_size > CHECK_FIRST_BYTES or (summary is not None and looks_sealed(run.index.path, summary.tape)):
+                    # most likely the sealed tape (one stat), or a big tape from elsewhere: answer
+                    # now, and check it meanwhile (in a thread, the tape streamed: verify_streamed);
+                    # a tape that fails is refused from then on
                     run.verdict = (stamp, None)
-                    self._spawn(self._check(run, stamp))
+                    self._spawn(self._check(run, stamp, told=True))
                 else:
                     await self._check(run, stamp)
         if run.verdict is not None and run.verdict[1] is not None:
             raise P.damaged(run.run_id, run.verdict[1])
 
-    async def _check(self, run: Run, stamp: tuple[int, int]) -> None:
+    async def _check(self, run: Run, stamp: tuple[int, int], told: bool = False) -> None:
+        """Check the run's tape (check_run); `told`: it was answered about meanwhile, so a tape
+        found not to hold together is said to the user too, not only refused from now on."""
         try:
             run.checked_steps = await asyncio.to_thread(check_run, run.run_dir)
             run.verdict = (stamp, None)
         except TraceCorruption as exc:
             run.verdict = (stamp, str(exc))
+            if told:
+                self.server.warn(f"{P.damaged(run.run_id, exc).message}: what was shown of it is not to be trusted, "
+                                 "and it is refused from now on")
         except OSError:
             pass  # gone or unreadable meanwhile: what reads it says so
 

@@ -68,6 +68,11 @@ class FlowtapeServer(LanguageServer):
             return
         super().report_server_error(error, source)
 
+    def warn(self, message: str) -> None:
+        """A warning the user should see (window/showMessage), and the log."""
+        logger.warning("%s", message)
+        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"Flowtape: {message}"))
+
     def log_error(self, message: str) -> None:
         logger.error("%s", message, exc_info=True)
 

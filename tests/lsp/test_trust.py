@@ -359,3 +359,49 @@ async def test_what_a_flow_started_goes_when_it_dies_by_itself(client: LanguageC
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+BIG = '''\
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class Blob:
+    class Ports:
+        Out = Port[str](direction="out")
+
+    i: int = 0
+
+    def action(self):
+        if self.i >= 40:
+            return None
+        self.i += 1
+        return str(self.i) * 300_000
+
+
+@workflow
+def main():
+    blob = Blob()
+    connect(blob.Out, "Out")
+'''
+
+
+async def test_a_big_tape_from_elsewhere_is_answered_at_once_and_checked_meanwhile(client: LanguageClient, workspace: Path) -> None:
+    """A tape over the size checked first (8 MB) and not sealed here: its first page is answered
+    while it is verified in the background; found edited, it is said, and refused from then on."""
+    real = cli_run(workspace, write_flow(workspace, "big.py", BIG))
+    assert (real / "tape.jsonl").stat().st_size > 8 << 20
+    target = forge(real, "planted-big")
+    lines = (target / "tape.jsonl").read_bytes().splitlines()
+    at = max(i for i, line in enumerate(lines) if line.startswith(b'{"t":"f"'))
+    lines[at] = lines[at].replace(b'"40404040', b'"04040404', 1)
+    (target / "tape.jsonl").write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
+    await collector(client).finished("planted-big", timeout=60)  # (found in the runs directory, and read)
+    page = await request(client, "flowtape/getSteps", {"runId": "planted-big", "from": 1, "limit": 5})
+    assert [s["step"] for s in page["steps"]] == [1, 2, 3, 4, 5]
+    deadline = time.monotonic() + 60
+    while not any("planted-big" in m.message for m in client.messages):
+        assert time.monotonic() < deadline, "the background check never said the tape is damaged"
+        await asyncio.sleep(0.1)
+    error = await _error(request(client, "flowtape/getSteps", {"runId": "planted-big", "from": 1, "limit": 5}))
+    assert error.code == -32003 and "planted-big's tape is damaged" in error.message
