@@ -29,6 +29,7 @@ import {
 } from "./core/protocol";
 import { RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsTree";
 import { DetailPanel } from "./detail";
+import { GraphPanel } from "./graphPanel";
 import { checkFlowtape, choosePython } from "./python";
 
 const PAGE = 5000; // steps a getSteps page asks for (the server gives up to 10,000)
@@ -46,6 +47,7 @@ class Flowtape implements vscode.Disposable {
   private readonly resumeItem: vscode.StatusBarItem;
   private readonly lineDecoration: vscode.TextEditorDecorationType;
   private readonly detail = new DetailPanel();
+  readonly graphView: GraphPanel;
   private readonly loading = new Map<string, Promise<void>>();
   private readonly disposables: vscode.Disposable[] = [];
   private flowUri: string | undefined;
@@ -62,6 +64,17 @@ class Flowtape implements vscode.Disposable {
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.tree = new RunsTreeProvider(this.store);
+    this.graphView = new GraphPanel(context.extensionUri, {
+      request: async <T>(method: string, params: unknown): Promise<T> => {
+        const answer = await this.request<T>(method, params);
+        if (answer === undefined) throw new Error("the language server is not running");
+        return answer;
+      },
+      store: this.store,
+      stepper: () => this.stepper.state,
+      goTo: (runId, step) => this.goToStep(runId, step),
+      log: (line) => this.log(line),
+    });
     this.tree.loadSteps = (runId) => this.loadSteps(runId);
     this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
     this.status = vscode.window.createStatusBarItem("flowtape.stepper", vscode.StatusBarAlignment.Left, 50);
@@ -85,6 +98,7 @@ class Flowtape implements vscode.Disposable {
       this.resumeItem,
       this.lineDecoration,
       this.detail,
+      this.graphView,
       this.tree,
       this.store.onChange((c) => this.onStoreChange(c.steps)),
       vscode.window.onDidChangeActiveTextEditor((e) => this.onEditorChange(e)),
@@ -149,10 +163,12 @@ class Flowtape implements vscode.Disposable {
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file", language: "python" }],
-      // a trusted folder: the server runs and imports files inside it (docs/protocol.md, "Trust")
-      initializationOptions: { trust: "workspace" },
       outputChannel: this.output,
       traceOutputChannel: this.output,
+      // What this client implements itself (docs/protocol.md, "Initialization options"): its runs
+      // view, and asking for the step of a "⟲ Resume at step…" lens (the middleware below).
+      // (trust: a trusted folder, whose files inside it the server runs and imports: docs/protocol.md, "Trust")
+      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true, trust: "workspace" },
       middleware: {
         // The "⟲ Resume at step…" lens names the run only: ask for the step, as its title says.
         executeCommand: async (command, args, next) => {
@@ -422,6 +438,7 @@ class Flowtape implements vscode.Disposable {
 
   private onRunFinished(p: RunFinishedParams): void {
     this.store.runFinished(p.runId, p.status);
+    this.graphView.onRunFinished(p);
     if (p.replayStopped?.length) {
       this.store.markDiverged(p.runId, p.replayStopped.map((d) => d.step).filter((n) => Number.isInteger(n)));
       const d = p.replayStopped[0];
@@ -451,6 +468,7 @@ class Flowtape implements vscode.Disposable {
   }
 
   private updateStatus(): void {
+    this.graphView.onStepper();
     const runId = this.stepper.runId;
     void vscode.commands.executeCommand("setContext", "flowtape.hasRun", !!runId);
     void vscode.commands.executeCommand("setContext", "flowtape.hasStep", !!this.currentStep());
@@ -630,6 +648,21 @@ class Flowtape implements vscode.Disposable {
     if (result?.runId) this.followRun(result.runId);
   }
 
+  /** The graph view on a run (a run row, else the stepper's), else on the open flow file. */
+  private async showGraph(arg?: unknown): Promise<void> {
+    if (!this.serverUp()) return;
+    const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;
+    if (runId) return this.graphView.show({ runId });
+    const editor = vscode.window.activeTextEditor;
+    if (editor?.document.languageId === "python") return this.graphView.show({ uri: editor.document.uri.toString() });
+    void vscode.window.showInformationMessage("Flowtape: open a flow file (or pick a run) to see its graph.");
+  }
+
+  private async goToStep(runId: string, step: number): Promise<void> {
+    if (this.stepper.runId !== runId) await this.selectRun(runId);
+    await this.move((s) => s.goTo(step));
+  }
+
   private followRun(runId: string): void {
     const run = this.store.run(runId);
     if (run) {
@@ -672,6 +705,7 @@ class Flowtape implements vscode.Disposable {
       await this.refreshRuns();
     });
     reg("flowtape.view.restartServer", () => this.restart());
+    reg("flowtape.showGraph", (arg) => this.showGraph(arg));
     reg("flowtape.view.select", async (arg) => {
       if (!(arg instanceof StepNode)) return;
       if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId);

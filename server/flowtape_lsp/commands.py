@@ -21,12 +21,15 @@ from lsprotocol import types as lsp
 from . import protocol as P
 from .actorlines import creation_line, current_text
 from .permits import differs, may_run
-from .runs import Run
+from .runs import Run, RunManager
 from .tapeindex import Filler, last_step_from_end
-from .workspace import client_path, flow_path, path_to_uri, same_file
+from .workspace import client_path, flow_path, path_to_uri, same_file, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
+
+
+SHOWN_RUNS = 10  # runs named in the message of `flowtape.showRuns`
 
 
 def _previews(tokens: list[msgspec.Raw], limit: int = 60, most: int = 20) -> list[str]:
@@ -142,6 +145,27 @@ def _default_workflow(path: Path) -> str:
     return "main" if "main" in names else (names[-1] if names else "")
 
 
+async def at_step(manager: RunManager, run: Run, step: int) -> AtStep:
+    """The run rebuilt right after `step` (1-based), read as little of the tape as it takes."""
+    await manager.checked(run)
+    if not run.live and not run.index.finished:  # a finished run not read (through) yet
+        fast = await asyncio.to_thread(last_step_from_end, run.index.path, step)  # its last step
+        total = _recorded_steps(run, 0)
+        if fast is None and total and not 1 <= step <= total:
+            raise P.not_found(f"step {step} is out of range: run {run.run_id} {steps_held(total)}")
+        if fast is None:
+            index = await manager.ready(run, until_step=1)
+            if 1 <= step <= index.steps:  # what was read so far answers
+                fast = await asyncio.to_thread(index.at_step, step)
+            elif index.header is not None and step <= total:  # its checkpoints do
+                fast = await asyncio.to_thread(at_step_from_checkpoints, index.path, index.header, step)
+        if fast is not None:
+            return fast
+    await manager.ready(run)
+    _step_in_range(run, step, 1)
+    return await asyncio.to_thread(run.index.at_step, step)
+
+
 def register(server: FlowtapeServer) -> None:
     manager = server.manager
 
@@ -220,14 +244,32 @@ def register(server: FlowtapeServer) -> None:
         stopped = await manager.stop(run)
         return P.StopResult(runId=run.run_id, stopped=stopped, status=run.status).to_json()
 
+    def _runs_of(uri: str | None, workflow: str | None = None) -> list[Run]:
+        if uri is not None:
+            flow_path(uri, server.root)
+        found = [r for r in manager.listed() if (uri is None or same_file(r.uri, uri))
+                 and (workflow is None or r.workflow == workflow)]
+        found.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
+        return found
+
     @server.feature(P.RUNS)
     async def runs(params: Any) -> Any:
         p = P.decode_params(params, P.RunsParams)
-        if p.uri is not None:
-            flow_path(p.uri, server.root)
-        found = [r for r in manager.listed() if p.uri is None or same_file(r.uri, p.uri)]
-        found.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
-        return P.RunsResult(runs=[run_info(r) for r in found]).to_json()
+        return P.RunsResult(runs=[run_info(r) for r in _runs_of(p.uri)]).to_json()
+
+    @server.command(P.CMD_SHOW_RUNS)
+    async def show_runs(*args: Any) -> Any:
+        """The "Runs (n)" lens of a client without a runs view of its own: the runs, newest
+        first, in a message the user sees, and as the result for a client that reads it."""
+        p = P.command_params(args, P.ShowRunsParams)
+        infos = [run_info(r) for r in _runs_of(p.uri, p.workflow)]
+        lines = [f"{i.runId}  {i.status} · {i.steps} step{'s' if i.steps != 1 else ''}"
+                 + (f" · resumed from {i.resumedFrom} @ {i.resumedAtStep}" if i.resumedFrom else "") for i in infos[:SHOWN_RUNS]]
+        if len(infos) > SHOWN_RUNS:
+            lines.append(f"… and {len(infos) - SHOWN_RUNS} older")
+        title = f"Flowtape: {len(infos)} run{'s' if len(infos) != 1 else ''} of {p.workflow or Path(uri_to_path(p.uri) or p.uri).name}"
+        server.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Info, message="\n".join([title, *lines])))
+        return P.RunsResult(runs=infos).to_json()
 
     @server.feature(P.GET_STEPS)
     async def get_steps(params: Any) -> Any:
@@ -276,24 +318,7 @@ def register(server: FlowtapeServer) -> None:
             raise _unreadable(run, exc) from None
 
     async def _step_detail(run: Run, p: P.StepDetailParams) -> Any:
-        await manager.checked(run)
-        if not run.live and not run.index.finished:  # a finished run not read (through) yet
-            fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)  # its last step
-            total = _recorded_steps(run, 0)
-            if fast is None and total and not 1 <= p.step <= total:
-                raise P.not_found(f"step {p.step} is out of range: run {run.run_id} {steps_held(total)}")
-            if fast is None:
-                index = await manager.ready(run, until_step=1)
-                if 1 <= p.step <= index.steps:  # what was read so far answers
-                    fast = await asyncio.to_thread(index.at_step, p.step)
-                elif index.header is not None and p.step <= total:  # its checkpoints do
-                    fast = await asyncio.to_thread(at_step_from_checkpoints, index.path, index.header, p.step)
-            if fast is not None:
-                return describe(run, fast).to_json()
-        await manager.ready(run)
-        _step_in_range(run, p.step, 1)
-        at = await asyncio.to_thread(run.index.at_step, p.step)
-        return describe(run, at).to_json()
+        return describe(run, await at_step(manager, run, p.step)).to_json()
 
     @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def cancel_progress(params: lsp.WorkDoneProgressCancelParams) -> None:

@@ -19,7 +19,7 @@ from lsprotocol import types as lsp
 
 from .actorlines import creation_line, current_text
 from .family import started_here
-from .permits import may_import
+from .permits import NotTrusted, may_import
 from .runs import Run
 from .workspace import file_key, find_actor, path_to_uri, split_lines, uri_to_path
 
@@ -222,7 +222,7 @@ class Diagnostics:
             return  # the child imports what is saved: how unsaved text loads is seen on save
         if not may_import(self.server.trust, path, self.server.root):
             return  # importing runs the file: not one outside the workspace, nothing in an untrusted folder
-        result = await self._run_checker(path)
+        result = await self.run_checker(path)
         if result is None:
             return
         diagnostics: list[lsp.Diagnostic] = []
@@ -245,10 +245,16 @@ class Diagnostics:
         self.load[uri] = diagnostics
         self.publish({uri})
 
-    async def _run_checker(self, path: Path) -> dict[str, Any] | None:
+    async def run_checker(self, path: Path, *extra: str) -> dict[str, Any] | None:
+        """`python -m flowtape_lsp.check FILE [extra]` in a process of its own: its JSON report.
+        NotTrusted when the file may not be imported (permits.py: it runs the file)."""
+        if not may_import(self.server.trust, path, self.server.root):
+            raise NotTrusted(message=f"{path} is not imported: " + (
+                "this folder is not trusted, so Flowtape runs nothing here" if self.server.trust == "none"
+                else "it is outside the workspace (initializationOptions.trust \"all\" lets the checker import it)"))
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "flowtape_lsp.check", str(path), cwd=str(path.parent),
+                sys.executable, "-m", "flowtape_lsp.check", str(path), *extra, cwd=str(path.parent),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"), start_new_session=True,
             )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
 
 from flowtape.tape import Header
 from pygls.exceptions import JsonRpcException
@@ -27,22 +26,12 @@ from pygls.exceptions import JsonRpcException
 from .actorlines import FileText, creation_line
 from .workspace import read_named, split_lines
 
-TRUST_LEVELS = ("none", "workspace", "all")
-
 
 class NotTrusted(JsonRpcException):
     """-32004: the folder is not trusted to run code (initializationOptions.trust is "none")."""
 
     CODE = -32004
     MESSAGE = "Not trusted"
-
-
-def trust_from(options: Any) -> tuple[str, str | None]:
-    """The trust level `initializationOptions` give, and a warning when they give a bad one."""
-    given = options.get("trust", "workspace") if isinstance(options, dict) else "workspace"
-    if given in TRUST_LEVELS:
-        return given, None
-    return "workspace", f"initializationOptions.trust {given!r} is not one of {', '.join(TRUST_LEVELS)}: \"workspace\" it is"
 
 
 def may_run(trust: str) -> None:

@@ -5,9 +5,10 @@ gets a JSON-RPC error that says what is wrong instead of no answer at all."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
+from flowtape.flowgraph import FlowGraph
 from flowtape.runner import MAX_WORKERS
 from flowtape.tape import Divergence
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
@@ -21,13 +22,17 @@ RUNS = "flowtape/runs"
 GET_STEPS = "flowtape/getSteps"
 STEP_DETAIL = "flowtape/stepDetail"
 SELECT_STEP = "flowtape/selectStep"
+GRAPH = "flowtape/graph"
+QUEUE_TOKENS = "flowtape/queueTokens"
 
 CMD_RUN = "flowtape.run"
 CMD_RESUME = "flowtape.resumeAtStep"
 CMD_RERUN_ACTOR = "flowtape.rerunActor"
 CMD_STOP = "flowtape.stop"
-COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP)
-# A client-side command (the editor client's runs view); the "Runs (n)" lens points at it.
+CMD_SHOW_RUNS = "flowtape.showRuns"
+COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP, CMD_SHOW_RUNS)
+# A client-side command (the VS Code client's runs view); the "Runs (n)" lens points at it for a
+# client that says it has it (`ClientOptions.clientCommands`), else at `flowtape.showRuns`.
 CLIENT_SHOW_RUNS = "flowtape.view.refresh"
 
 
@@ -73,6 +78,21 @@ class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     otherwise resume at the last step instead of failing."""
 
 
+class ClientOptions(msgspec.Struct, kw_only=True):
+    """What the client says it can do, in `initializationOptions` (docs/protocol.md). Unknown
+    fields are other options: ignored here. A client that says nothing is a plain LSP client: its
+    lenses carry server commands only, each with everything it needs."""
+
+    clientCommands: list[str] = msgspec.field(default_factory=list)  # client-side commands it implements
+    asksForStep: bool = False  # it asks the user for the step of a lens `flowtape.resumeAtStep {runId}`
+    trust: Literal["none", "workspace", "all"] = "workspace"  # how far the folder is trusted to run code (permits.py)
+
+
+class ShowRunsParams(Params):
+    uri: Name
+    workflow: Name | None = None
+
+
 class RunParams(Params):
     uri: Name
     workflow: Name | None = None
@@ -110,6 +130,19 @@ class GetStepsParams(Params, rename={"from_": "from"}):
 class StepDetailParams(Params):
     runId: Name
     step: PositiveInt
+
+
+class GraphParams(Params):
+    runId: Name | None = None  # a run's graph, from its tape's header
+    uri: Name | None = None  # or a flow file's, built without running it
+    workflow: Name | None = None
+
+
+class QueueTokensParams(Params):
+    runId: Name
+    step: PositiveInt
+    queue: Annotated[int, msgspec.Meta(ge=0)]
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 200
 
 
 class SelectStepParams(Params):
@@ -188,6 +221,7 @@ class StepInfo(Message):
     uri: str
     range: Range
     durationMs: float
+    startMs: float = 0.0  # when the firing began, in ms since the run started
     diverged: bool = False
 
 
@@ -267,6 +301,27 @@ class ActorState(Message):
 class ChatEntry(Message):
     actor: str
     chat: str
+
+
+class FlowBroken(JsonRpcException):
+    """-32004: the flow file asked for does not load or build."""
+
+    CODE = -32004
+    MESSAGE = "Flow does not build"
+
+
+class GraphResult(Message):
+    graph: FlowGraph  # lines in it are 1-based, as on the tape
+    files: dict[str, str]  # each file the graph names -> its uri, as the client names it
+
+
+class QueueTokensResult(Message):
+    runId: str
+    step: int
+    queue: int
+    id: str
+    size: int
+    tokens: list[Any]  # the first `limit` tokens, whole, as the tape's tagged JSON
 
 
 class StepDetailResult(Message):

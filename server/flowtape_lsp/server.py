@@ -20,7 +20,6 @@ from pygls.lsp.server import LanguageServer
 from . import protocol as P
 from .diagnostics import Diagnostics
 from .family import become_subreaper
-from .permits import trust_from
 from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
 from .transport import serve_stdio, serve_tcp
@@ -37,11 +36,11 @@ class FlowtapeServer(LanguageServer):
         super().__init__("flowtape-lsp", __version__, converter_factory=raw_converter, protocol_cls=FlowtapeProtocol,
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.root: Path = Path.cwd().resolve()
-        self.trust = "workspace"  # how far the client trusts the folder (permits.py)
         self.manager = RunManager(self)
         self.exit_code = 0  # 1 after an `exit` without `shutdown`, as LSP asks
         self.shut_down = False
         self.diagnostics = Diagnostics(self)
+        self.client_options = P.ClientOptions()  # a plain client until `initialize` says otherwise
         self.manager.listeners.append(self.diagnostics.on_run_finished)
         self.manager.listeners.append(lambda run: self.refresh_views())
 
@@ -76,6 +75,25 @@ class FlowtapeServer(LanguageServer):
     def log_error(self, message: str) -> None:
         logger.error("%s", message, exc_info=True)
 
+    def read_client_options(self, raw: Any) -> None:
+        """`initializationOptions`: what the client implements itself. Options it got wrong are
+        reported and left at their defaults, not a reason to refuse the editor."""
+        if raw is None:
+            return
+        try:
+            self.client_options = msgspec.convert(raw, P.ClientOptions, strict=True)
+        except msgspec.ValidationError as exc:
+            self.window_log_message(lsp.LogMessageParams(
+                type=lsp.MessageType.Warning, message=f"flowtape: initializationOptions ignored: {exc}"))
+
+    @property
+    def trust(self) -> str:
+        """How far the client trusts the folder to run code (initializationOptions.trust, permits.py)."""
+        return self.client_options.trust
+
+    def has_client_command(self, command: str) -> bool:
+        return command in self.client_options.clientCommands
+
     def capability(self, *path: str) -> Any:
         value: Any = self.client_capabilities
         for name in path:
@@ -104,15 +122,13 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, inspect
+    from . import codelens, commands, graphs, inspect
 
     server = FlowtapeServer()
 
     @server.feature(lsp.INITIALIZE)
     def initialize(params: lsp.InitializeParams) -> None:
-        server.trust, warning = trust_from(params.initialization_options)
-        if warning is not None:
-            logger.warning("%s", warning)
+        server.read_client_options(params.initialization_options)
         # The root is known now: a client that never sends `initialized` still gets its own.
         folders = server.workspace.folders
         root = server.workspace.root_path
@@ -163,6 +179,7 @@ def create_server() -> FlowtapeServer:
     codelens.register(server)
     commands.register(server)
     inspect.register(server)
+    graphs.register(server)
     return server
 
 
