@@ -358,6 +358,15 @@ def test_what_a_tape_says_is_shown_not_obeyed_by_the_terminal(cli, tmp_path):
     assert code == 0 and out.count("\n") == 1 and "\u202e" not in out
     assert "main\\nfake" in out and "\\u202e2026" in out
 
+    # the same in the error messages built from what they say
+    lines = (tmp_path / "runs" / "r1" / "tape.jsonl").read_bytes().splitlines()
+    (tmp_path / "runs" / "r1" / "tape.jsonl").write_bytes(b"".join(line + b"\n" for line in lines[:-1]))
+    summary["status"] = "succeeded\x1b[2J\x1b]0;owned\x07"
+    summary_path.write_text(json.dumps(summary))
+    code, _, err = cli("verify", "r1")
+    assert code == 1 and "cut short" in err
+    assert "\x1b" not in err and "\x07" not in err and "succeeded\\x1b[2J" in err
+
 
 def test_an_input_declared_str_takes_the_text_as_it_is(cli, tmp_path):
     flow = tmp_path / "words.py"

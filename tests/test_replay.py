@@ -1084,11 +1084,19 @@ def test_a_run_still_running_is_not_resumed_until_it_ends(write_flow, tmp_path):
 
 
 def test_a_pid_taken_by_a_later_process_is_no_run_still_running():
-    def summary(started: str) -> RunSummary:
-        return RunSummary(id="r", workflow="main", flowFile="f.py", status="running", startedAt=started, pid=os.getpid())
+    """A run's pid counts only with the stamp (start time, command line) the run recorded of it."""
+    from flowtape.ownership import ProcessStamp, own_stamp
 
-    assert still_running(summary("2999-01-01T00:00:00.000+00:00"))  # this process began before that run
-    assert not still_running(summary("2001-01-01T00:00:00.000+00:00"))  # it began long after: not that run's
+    def summary(stamp: ProcessStamp | None) -> RunSummary:
+        return RunSummary(id="r", workflow="main", flowFile="f.py", status="running",
+                          startedAt="2001-01-01T00:00:00.000+00:00", pid=os.getpid(), process=stamp)
+
+    mine = own_stamp()
+    assert mine is not None
+    assert still_running(summary(mine))
+    assert not still_running(summary(None))  # a run.json that names a pid, nothing more: not provably the run's
+    assert not still_running(summary(ProcessStamp(mine.pid, mine.started - 1, mine.cmdline)))  # the pid, reused
+    assert not still_running(summary(ProcessStamp(mine.pid, mine.started, "0" * 32)))  # another command
 
 
 def _loop_flow(items):  # type: ignore[no-untyped-def]

@@ -4,6 +4,7 @@ record per step, the end record; and run.json beside it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import flowtape
@@ -353,3 +354,49 @@ def test_a_step_is_shown_with_its_own_firings_only(tmp_path):
     assert first is not None and [(f.actor, f.fireCount) for f, _ in first.firings] == [("src", 1)]
     second = walk_to_step(records, Rebuild(header, full_checks=False), 2)
     assert second is not None and [(f.actor, f.fireCount) for f, _ in second.firings] == [("sub", 1), ("sub/leaf", 1)]
+
+
+@pytest.mark.parametrize("plant", ["group-readable", "symlink", "fifo", "short", "another-owner"])
+def test_a_trust_key_that_is_not_the_users_own_secret_is_refused(plant, tmp_path, monkeypatch, capsys):
+    """A pre-existing key someone else could read, swap or name is not used: nothing is trusted."""
+    from flowtape import trust
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(trust, "_key_read", False)
+    monkeypatch.setattr(trust, "_key", None)
+    key = tmp_path / "cache" / "flowtape" / "tape-key"
+    key.parent.mkdir(parents=True)
+    if plant == "group-readable":
+        key.write_bytes(os.urandom(32))
+        key.chmod(0o640)
+    elif plant == "symlink":
+        other = tmp_path / "theirs"
+        other.write_bytes(os.urandom(32))
+        other.chmod(0o600)
+        key.symlink_to(other)
+    elif plant == "fifo":
+        os.mkfifo(key, 0o600)
+    elif plant == "another-owner":
+        if os.getuid() != 0:
+            pytest.skip("giving a file to another user takes root")
+        key.write_bytes(os.urandom(32))
+        key.chmod(0o600)
+        os.chown(key, 65534, -1)
+    else:
+        key.write_bytes(b"abc")
+        key.chmod(0o600)
+    assert trust.key() is None
+    assert "the trust key" in capsys.readouterr().err
+
+
+def test_the_trust_key_is_made_private_and_used(tmp_path, monkeypatch):
+    from flowtape import trust
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(trust, "_key_read", False)
+    monkeypatch.setattr(trust, "_key", None)
+    made = trust.key()
+    key = tmp_path / "cache" / "flowtape" / "tape-key"
+    assert made is not None and len(made) == 32 and key.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setattr(trust, "_key_read", False)
+    assert trust.key() == made

@@ -30,7 +30,7 @@ from flowtape.tape import (
     read_tape,
     reseal,
 )
-from flowtape.verify import verify
+from flowtape.verify import verify, verify_streamed
 from msgspec import Raw
 
 FLOWS = Path(__file__).parent / "flows"
@@ -89,10 +89,14 @@ def names_line(exc: TraceCorruption, number: int) -> bool:
 def corrupt(path: Path) -> TraceCorruption:
     with pytest.raises(TraceCorruption) as info:
         verify(path, warn=False)
+    with pytest.raises(TraceCorruption) as streamed:  # the same verdict when the tape is read as a stream
+        verify_streamed(path.parent)
+    assert (streamed.value.line, streamed.value.rule) == (info.value.line, info.value.rule), (streamed.value, info.value)
     return info.value
 
 
 def test_a_good_tape_verifies(run):
+    assert verify_streamed(run.parent) == verify(run)[1].step
     tape, rebuild = verify(run)
     assert rebuild.ended is not None and rebuild.ended.status == "succeeded"
     assert rebuild.seq == 20 and rebuild.step == 20
@@ -627,3 +631,41 @@ def test_a_firing_that_moves_tokens_along_another_actors_edge_is_refused(run, si
     exc = corrupt(run)
     assert exc.line == at + 1 and exc.rule == "a firing takes from its actor's inputs and puts into its outputs"
     assert ("add takes from source.Out->double.In" if side == "consumed" else "double puts into add.Out->total.In") in str(exc)
+
+
+def test_header_inputs_must_name_input_ports_of_the_graph(run):
+    lines = lines_of(run)
+    header = json.loads(lines[0])
+    header["inputs"] = {"Nope": 1}
+    write(run, reseal([json.dumps(header, separators=(",", ":")).encode(), *lines[1:]]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (1, "a well-formed header")
+    assert "'Nope', which the graph has no input port for (its input ports: none)" in str(exc)
+
+
+def test_an_input_wired_to_nothing_is_not_recorded(tmp_path):
+    flow = tmp_path / "unwired.py"
+    flow.write_text(
+        "from flowtape import Port, connect, task, workflow\n\n\n"
+        "@task\nclass Inc:\n    class Ports:\n        In = Port[int](direction=\"in\")\n"
+        "        Out = Port[int](direction=\"out\")\n\n    def action(self, x):\n        return x + 1\n\n\n"
+        "@workflow(inputs={\"A\": int, \"B\": int}, outputs={\"Out\": int})\ndef main():\n"
+        "    inc = Inc()\n    connect(\"A\", inc.In)\n    connect(inc.Out, \"Out\")\n"
+    )
+    result = execute(load_module(flow).main, {"A": 1, "B": 2}, runs_dir=tmp_path / "runs")
+    tape, _ = verify(result.run_dir / "tape.jsonl")
+    assert json.loads(bytes(tape.header.inputs)) == {"A": 1}
+
+
+def test_a_resume_refuses_a_record_after_the_end_as_verify_does(run, tmp_path):
+    from flowtape.errors import ResumeRefused
+
+    lines = lines_of(run)
+    old = lines[firing(lines, 1)]
+    write(run, reseal(lines + [old]))
+    said = corrupt(run)
+    m = load_module(FLOWS / "chain.py")
+    with pytest.raises(ResumeRefused) as info:
+        execute(m.main, max_workers=1, runs_dir=tmp_path / "again", resume_from=run.parent, at_step=1)
+    assert f"line {said.line}: {said.rule}:" in str(info.value), str(info.value)
+    assert "cut short" not in str(info.value)

@@ -43,6 +43,7 @@ class Flowtape implements vscode.Disposable {
   readonly view: vscode.TreeView<Node>;
   readonly output = vscode.window.createOutputChannel("Flowtape");
   private client: LanguageClient | undefined;
+  private restrictedLenses: vscode.Disposable | undefined;
   private starting: Promise<void> | undefined;
   private readonly status: vscode.StatusBarItem;
   private readonly resumeItem: vscode.StatusBarItem;
@@ -155,6 +156,10 @@ class Flowtape implements vscode.Disposable {
   }
 
   private async startClient(): Promise<void> {
+    if (!vscode.workspace.isTrusted) {
+      this.restricted(); // (the interpreter itself may be the folder's: not even it is started)
+      return;
+    }
     const resource = vscode.window.activeTextEditor?.document.uri;
     const { python, source } = await choosePython(resource);
     const cwd = (resource && vscode.workspace.getWorkspaceFolder(resource)?.uri.fsPath) ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
@@ -178,7 +183,8 @@ class Flowtape implements vscode.Disposable {
       traceOutputChannel: this.output,
       // What this client implements itself (docs/protocol.md, "Initialization options"): its runs
       // view, and asking for the step of a "⟲ Resume at step…" lens (the middleware below).
-      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true },
+      // (trust: a trusted folder, whose files inside it the server runs and imports: docs/protocol.md, "Trust")
+      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true, trust: "workspace" },
       middleware: {
         // The "⟲ Resume at step…" lens names the run only: ask for the step, as its title says.
         executeCommand: async (command, args, next) => {
@@ -235,6 +241,24 @@ class Flowtape implements vscode.Disposable {
           else if (pick === "Choose Interpreter") void vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
         });
     }
+  }
+
+  /** An untrusted folder (VS Code's Workspace Trust): Flowtape runs nothing, and its lenses say why. */
+  private restricted(): void {
+    this.log("this folder is not trusted: Flowtape runs nothing in it (no server, no runs, no flow imported)");
+    if (this.restrictedLenses) return;
+    this.restrictedLenses = vscode.languages.registerCodeLensProvider(
+      { scheme: "file", language: "python" },
+      { provideCodeLenses: (doc) => restrictedLenses(doc) },
+    );
+    this.disposables.push(
+      this.restrictedLenses,
+      vscode.workspace.onDidGrantWorkspaceTrust(() => {
+        this.restrictedLenses?.dispose();
+        this.restrictedLenses = undefined;
+        void this.start();
+      }),
+    );
   }
 
   private async offerFix(python: string, problem: string): Promise<void> {
@@ -799,6 +823,21 @@ class Flowtape implements vscode.Disposable {
 
 function isRunOnly(arg: unknown): arg is { runId: string } {
   return !!arg && typeof arg === "object" && typeof (arg as { runId?: unknown }).runId === "string" && (arg as { step?: unknown }).step === undefined;
+}
+
+/** On each `@workflow` line of an untrusted folder's file: why there is no "▶ Run". */
+function restrictedLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
+  const lenses: vscode.CodeLens[] = [];
+  for (let line = 0; line < doc.lineCount; line++) {
+    if (/^\s*@\s*(?:[A-Za-z_][\w.]*\.)?workflow\b/.test(doc.lineAt(line).text)) {
+      lenses.push(new vscode.CodeLens(new vscode.Range(line, 0, line, 0), {
+        title: "🔒 Flowtape runs nothing in a folder you have not trusted",
+        command: "workbench.trust.manage",
+        tooltip: "Flows are Python code: trust this folder to run, resume and check them",
+      }));
+    }
+  }
+  return lenses;
 }
 
 function errorText(e: unknown): string {

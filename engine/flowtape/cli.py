@@ -174,27 +174,27 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"flowtape: note: outputs longer than {OUTPUT_CHARS:,} characters are cut; --json prints them whole",
                   file=sys.stderr)
         where = f" · tape {result.run_dir}" if result.run_dir else ""
-        print(f"{result.status} · {result.steps} steps · {result.firings} firings{where}", file=sys.stderr)
+        _tell(f"{result.status} · {result.steps} steps · {result.firings} firings{where}")
         if result.status == "stopped" and args.max_steps is not None and result.steps >= args.max_steps:
             go_on = f": go on with --resume-from {result.run_id}" if result.run_dir else " (--no-tape: nothing to resume from)"
-            print(f"stopped at --max-steps {args.max_steps}{go_on}", file=sys.stderr)
+            _tell(f"stopped at --max-steps {args.max_steps}{go_on}")
         for d in result.replay_stopped:
-            print(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}", file=sys.stderr)
+            _tell(f"replay stopped: {d.actor} firing {d.fireCount}: {d.detail()}")
         # what is left is news only when the run ended by itself (a failed or stopped one leaves
         # tokens by its nature), and not on a feedback edge (how such a loop ends: see runner._feedback)
         for qid, count in result.leftovers if result.status == "succeeded" else ():
-            print(f"flowtape: note: {count} token(s) left in {qid}, not taken", file=sys.stderr)
+            _tell(f"flowtape: note: {count} token(s) left in {qid}, not taken")
         for line in result.stuck:
-            print(f"flowtape: note: {line}", file=sys.stderr)
+            _tell(f"flowtape: note: {line}")
     for line in result.warnings:
-        print(f"flowtape: warning: {line}", file=sys.stderr)
+        _tell(f"flowtape: warning: {line}")
     if result.status == "failed" and result.error is not None:
-        print(f"flowtape: {result.error.message}", file=sys.stderr)
+        _tell(f"flowtape: {result.error.message}")
         if args.verbose and result.error.traceback:
-            print(result.error.traceback, file=sys.stderr)
+            _tell(result.error.traceback)
     if result.usage is not None and not args.json:  # last: what the models cost, and what a resume saved
         for line in result.usage.said():
-            print(line, file=sys.stderr)
+            _tell(line)
     return {"succeeded": EXIT_OK}.get(result.status, EXIT_FAILED)
 
 
@@ -230,6 +230,11 @@ _CONTROLS = {
 
 def _say(text: str) -> None:
     print(text.translate(_CONTROLS))
+
+
+def _tell(text: str) -> None:
+    """A message on stderr, escaped as _say escapes output: tape text in it is shown, not obeyed."""
+    print(text.translate(_CONTROLS), file=sys.stderr)
 
 
 def _say_json(value: object) -> None:
@@ -441,7 +446,10 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     from flowtape_lsp.server import main as lsp_main
 
-    return lsp_main(tcp=args.tcp)
+    if args.tcp is not None and not args.token:
+        raise UsageError("--tcp needs --token TOKEN: the server serves only a client whose initialize gives it "
+                         "(initializationOptions.token), as any local user could connect to the port")
+    return lsp_main(tcp=args.tcp, token=args.token)
 
 
 _WHOLE = re.compile(r"-?[0-9]+")  # what `int()` takes beyond it (`1_0`, ` 3`, other scripts' digits) is a typo
@@ -562,7 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_graph)
 
     p = sub.add_parser("lsp", help="start the language server (stdio)")
-    p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT", help="listen on 127.0.0.1:PORT instead (for debugging)")
+    p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT",
+                   help="listen on 127.0.0.1:PORT instead, for a client that shows --token")
+    p.add_argument("--token", metavar="TOKEN", help="with --tcp: the token a client must give as initializationOptions.token")
     p.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (the default)")
     p.add_argument("--clientProcessId", help=argparse.SUPPRESS)  # added by some language clients
     p.set_defaults(fn=cmd_lsp)
@@ -609,8 +619,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(args: argparse.Namespace, message: str, code: int, exc: BaseException | None = None) -> int:
-    """One line on stderr; with `run --json`, the one JSON object on stdout says it too."""
-    print(f"flowtape: {message}", file=sys.stderr)
+    """One line on stderr (what a tape or run.json said in it escaped); with `run --json`, the one
+    JSON object on stdout says it too."""
+    _tell(f"flowtape: {message}")
     if getattr(args, "json", False):
         _say_json(ErrorReport.of(message, exc))
     return code

@@ -21,6 +21,7 @@ from msgspec import Raw
 from . import trust
 from .agents import calls_model
 from .errors import ResumeRefused, TraceCorruption
+from .guarded import open_regular
 from .model import AgentConfig
 from .network import Network, Queue
 from .rundir import TAPE, check_not_cut_short, read_summary, still_running
@@ -214,7 +215,8 @@ def plan_resume(
     A tape that must be verified first calls `progress(records checked, records)` as verify does."""
     with gc_paused():  # the plan's objects are many and long-lived (see gc_paused)
         try:
-            data = (run_dir / TAPE).read_bytes()
+            with open_regular(run_dir / TAPE) as fh:
+                data = fh.read()
         except OSError as exc:
             raise ResumeRefused(f"cannot resume from {run_dir}: its tape cannot be read ({exc.strerror or exc})") from None
         summary = read_summary(run_dir)
@@ -320,7 +322,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
         return None
     rebuild = Rebuild(header, full_checks=False)
     start = body_start  # where the records after the last checkpoint up to the step begin
-    with open(run_dir / TAPE, "rb") as fh:
+    with open_regular(run_dir / TAPE) as fh:
         start = restore(run_dir / TAPE, fh, rebuild, at_step) or start
     number = data.count(b"\n", 0, start) + 1
     filler = StepFiller(header, step=rebuild.step, round_=rebuild.round)

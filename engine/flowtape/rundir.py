@@ -11,13 +11,17 @@ import msgspec
 from msgspec import Raw
 
 from .errors import TraceCorruption, UsageError
-from .tape import Diverged, ErrorInfo, Header, Tape, decode_record
+from .guarded import open_regular, read_regular
+from .ownership import ProcessStamp, can_tell, is_the_process
+from .tape import Diverged, End, ErrorInfo, Header, Tape, decode_record
 from .trust import TapeSeal
 from .usage import Usage
 
 TAPE = "tape.jsonl"
 SUMMARY = "run.json"
 DEFAULT_RUNS_DIR = Path(".flowtape") / "runs"
+SUMMARY_LIMIT = 256 << 20  # run.json holds the outputs: big, but never unbounded (a planted /dev/zero)
+HEADER_LIMIT = 64 << 20
 
 
 class RunSummary(msgspec.Struct, omit_defaults=True):
@@ -39,6 +43,7 @@ class RunSummary(msgspec.Struct, omit_defaults=True):
     pid: int | None = None
     edits: int = 0  # a fork: how many edits it made at resumedAtStep (its tape's `edit` records say what)
     usage: Usage | None = None  # the run's model calls, and what its resume saved
+    process: ProcessStamp | None = None  # the pid's start time and command line (ownership.py)
     tape: TapeSeal | None = None  # set when the run ended: lets a resume trust the tape (trust.py)
 
 
@@ -71,7 +76,7 @@ def write_summary(run_dir: Path, summary: RunSummary) -> None:
 
 def read_summary(run_dir: Path) -> RunSummary | None:
     try:
-        return msgspec.json.decode((run_dir / SUMMARY).read_bytes(), type=RunSummary)
+        return msgspec.json.decode(read_regular(run_dir / SUMMARY, SUMMARY_LIMIT), type=RunSummary)
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
 
@@ -80,8 +85,8 @@ def summary_from_tape(run_dir: Path) -> RunSummary | None:
     """A run whose run.json is missing or unreadable, as its tape's header tells it: status
     `unknown` (show and verify read the tape itself)."""
     try:
-        with open(run_dir / TAPE, "rb") as fh:
-            header = decode_record(fh.readline().rstrip(b"\n"))
+        with open_regular(run_dir / TAPE) as fh:
+            header = decode_record(fh.readline(HEADER_LIMIT).rstrip(b"\n"))
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     if not isinstance(header, Header):
@@ -110,7 +115,7 @@ def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
 
 
 def process_alive(pid: int | None) -> bool:
-    """Whether a run's process (by the pid in its run.json) still runs on this machine."""
+    """Whether a process of this pid runs on this machine (any process: see runs_process)."""
     if pid is None or not 0 < pid < 2**31:  # 0 and -1 would signal groups; a hand-edited pid, say
         return False
     try:
@@ -127,30 +132,40 @@ def process_alive(pid: int | None) -> bool:
         return True
 
 
+def runs_process(pid: int | None, stamp: ProcessStamp | None) -> ProcessStamp | None:
+    """The run's process, if the pid its run.json names (`pid`, `stamp`) is provably it (ownership.py): alive, with
+    the start time and command line the run recorded. None for any other process under that pid
+    (reused since, or named by a run.json someone wrote), and for a run.json without a stamp."""
+    if stamp is None or stamp.pid != pid or not is_the_process(stamp):
+        return None
+    return stamp
+
+
 def still_running(summary: RunSummary) -> bool:
-    """Whether the run is under way: said `running`, and its process lives and is older than the
-    run (not another process that got the pid of a run killed since)."""
-    if summary.status != "running" or not process_alive(summary.pid):
+    """Whether the run is under way: said `running`, and its recorded process still runs (not
+    another process that got the pid of a run killed since). Without /proc, the pid alone."""
+    if summary.status != "running":
         return False
-    try:
-        with open(f"/proc/{summary.pid}/stat", "rb") as fh:
-            ticks = int(fh.read().rsplit(b")", 1)[-1].split()[19])
-        with open("/proc/stat", "rb") as fh:
-            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
-        began = boot + ticks / os.sysconf("SC_CLK_TCK")
-        return began <= dt.datetime.fromisoformat(summary.startedAt).timestamp() + 2  # (btime is whole seconds)
-    except (OSError, ValueError, IndexError, StopIteration):
-        return True  # no /proc to tell: the pid alone
+    return runs_process(summary.pid, summary.process) is not None if can_tell() else process_alive(summary.pid)
 
 
 def check_not_cut_short(summary: RunSummary | None, tape: Tape, steps: int) -> None:
     """A tape that holds together but lacks the end record of a run its run.json says ended was
     cut short (truncated, or its tail lost): stepping or resuming it would tell another run."""
-    if tape.end is None and summary is not None and summary.status != "running":
-        raise TraceCorruption(
-            f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
-            f"(the tape holds {steps}): it was cut short", len(tape.lines) + 1, "a finished run's tape ends with its end record",
-        )
+    any_end = tape.end is not None or any(isinstance(line.record, End) for line in tape.lines)
+    check_ended(summary, tape.end is not None, any_end, len(tape.lines), steps)
+
+
+def check_ended(summary: RunSummary | None, ends: bool, any_end: bool, lines: int, steps: int) -> None:
+    """check_not_cut_short, from what a reader counted: whether the last of the tape's `lines`
+    is an end record, and whether any is (one with records after it is not cut short, but
+    Rebuild's "the end record is last")."""
+    if ends or any_end or summary is None or summary.status == "running":
+        return
+    raise TraceCorruption(
+        f"the tape has no end record, but run.json says the run {summary.status} after {summary.steps} steps "
+        f"(the tape holds {steps}): it was cut short", lines + 1, "a finished run's tape ends with its end record",
+    )
 
 
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunSummary]]:

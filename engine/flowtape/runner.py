@@ -23,6 +23,7 @@ from .fits import fits, shaped
 from .fork import described, install_answers, plan_fork
 from .graph import Graph, WorkflowDef
 from .network import IMMUTABLE, LAZY, Item, Network, Queue, build_network
+from .ownership import own_stamp
 from .ports import type_name
 from .replay import ReplayPlan, plan_resume, shape_of, statics_of
 from .replayer import restore
@@ -246,7 +247,10 @@ def execute(
         inputs = dict(inputs or {})
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
-        inputs_raw = Raw(msgspec.json.encode({port: item[1] for port, item in seeded.items()})) if seeded else Raw(b"{}")
+        # the header holds the inputs the graph takes (a value given to a port wired to nothing is
+        # not used, and said so): a header naming a port the graph lacks fails verification
+        used = {port: item[1] for port, item in seeded.items() if net.seeds.get(port)}
+        inputs_raw = Raw(msgspec.json.encode(used)) if used else Raw(b"{}")
     _check_agents(net, plan)
     # (agents that call a model wait on the network, not the CPU: by default, one worker each, up to MODEL_WORKERS)
     callers = sum(1 for a in net.actors if a.spec is not None and calls_model(a.spec.agent))
@@ -283,6 +287,7 @@ def _execute(
         id=run_id, workflow=graph.name, flowFile=graph.site.file, status="running", startedAt=started,
         resumedFrom=plan.source_id if plan else None, resumedAtStep=plan.at_step if plan else None, pid=os.getpid(),
         edits=len(described(edited)) if plan else 0,
+        process=own_stamp(),  # what tells this process from another that gets its pid later (ownership.py)
     )
     if tape:
         run_dir = runs_base / run_id
@@ -407,6 +412,7 @@ def _abandon(engine: Engine, writer: TapeWriter | None, run_dir: Path | None, su
         summary.tape = trust.seal_file(writer.path, writer.written)
     if run_dir is not None:
         summary.status, summary.finishedAt, summary.error, summary.pid = "failed", end.finishedAt, error, None
+        summary.process = None
         summary.steps, summary.firings = engine.steps, engine.seq
         write_summary(run_dir, summary)
 
@@ -451,7 +457,7 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         summary.error = error
         summary.replayStopped = list(engine.diverged)
         summary.usage = usage
-        summary.pid = None
+        summary.pid = summary.process = None
         write_summary(run_dir, summary)
     return RunResult(
         status, outputs, summary.id, run_dir, engine.steps, engine.seq, error, list(engine.diverged), news, stuck,

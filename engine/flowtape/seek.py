@@ -16,6 +16,7 @@ from typing import BinaryIO, TypeVar
 import msgspec
 
 from .errors import TraceCorruption
+from .guarded import open_regular
 from .tape import Checkpoint, Firing, Header, Line, Record, Step, StepFiller, decode_line, decode_record
 from .verify import Rebuild
 
@@ -60,7 +61,7 @@ def find_steps(path: Path, header: Header, first: int, limit: int) -> list[Step]
     """Steps `first` .. `first+limit-1` of the tape at `path`, filled in like the index's; None
     when the tape has no step `first`."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.readline()
             lo = fh.tell() - 1  # the header's newline: every step line starts after it
             return _read_from(fh, _before_step(fh, lo, first), header, first, limit)
@@ -103,7 +104,7 @@ def at_step_from_checkpoints(path: Path, header: Header, number: int) -> AtStep 
     the last call reached if that is nearer; None when the tape cannot answer that way, or not
     quickly (no checkpoint near enough)."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             key = _key(path, fh)
             fh.readline()
             body = fh.tell()
@@ -178,7 +179,7 @@ class _Records:
 
 def records_from(path: Path, offset: int, filler: StepFiller) -> Iterator[Record]:
     """The records of a tape from `offset` (where a line starts) on, steps filled in."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         yield from _Records(fh, filler, offset)
 
 
@@ -196,7 +197,7 @@ def _keep(cache: dict[tuple[str, int, int], T], key: tuple[str, int, int], value
 
 def last_step_number(path: Path, most: int = SCAN_CHUNK) -> int:
     """The number of a tape's last step, read from its end (0 if none in its last `most` bytes)."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         size = fh.seek(0, os.SEEK_END)
         span = WINDOW
         while True:

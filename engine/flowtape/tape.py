@@ -19,6 +19,7 @@ from msgspec import Raw
 
 from .delta import Edit, apply_edit
 from .errors import TraceCorruption
+from .guarded import open_regular
 from .usage import ModelCall, Spent, Usage
 
 FORMAT_VERSION = 6
@@ -579,7 +580,7 @@ def read_tape(path: Path | str, warn: bool = True) -> Tape:
         return _read_tape(path, warn)
 
 
-def _is_end(raw: bytes) -> bool:
+def is_end_line(raw: bytes) -> bool:
     try:
         return isinstance(decode_record(raw), End)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -591,7 +592,8 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     anything unreadable before it is corruption."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with open_regular(path) as fh:
+            data = fh.read()
     except FileNotFoundError:
         raise TraceCorruption(f"no tape at {path}") from None
     raw_lines = data.split(b"\n")
@@ -599,7 +601,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     elif raw_lines:
-        torn = not _is_end(raw_lines[-1])  # no newline: the writer died mid-line, unless it is a
+        torn = not is_end_line(raw_lines[-1])  # no newline: the writer died mid-line, unless it is a
         # whole end record whose newline alone was lost (an editor or a copy dropped it)
     if torn:
         raw_lines.pop()
@@ -613,7 +615,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
             try:
                 records.append(decode_written(raw))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise TraceCorruption(f"unreadable record ({_why_unreadable(raw, number, exc)})", number, "well-formed records") from None
+                raise TraceCorruption(f"unreadable record ({why_unreadable(raw, number, exc)})", number, "well-formed records") from None
     if raw_lines and raw_lines[0].endswith(b"\r"):
         raise TraceCorruption(
             "unreadable record (its lines end in CR LF: the tape was converted to Windows line endings, "
@@ -641,7 +643,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     return Tape(path, lines, torn)
 
 
-def _why_unreadable(raw: bytes, number: int, exc: Exception) -> str:
+def why_unreadable(raw: bytes, number: int, exc: Exception) -> str:
     """What is wrong with a line that is not a record, in words for the usual accidents."""
     if not raw.strip():
         return "an empty line"

@@ -10,12 +10,17 @@ always verifies in full."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import os
+import stat
+import sys
 from pathlib import Path
 
 import msgspec
+
+from .guarded import open_regular
 
 _KEY_BYTES = 32
 MAC_CHUNK = 1 << 30  # hmac takes at most 2 GiB a call: a tape may be bigger
@@ -65,8 +70,41 @@ def _load_or_make(path: Path) -> bytes | None:
             pass
         finally:
             os.unlink(tmp)
-    data = path.read_bytes()
-    return data if len(data) == _KEY_BYTES else None
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes | None:
+    """The key at `path` if it is this user's own secret: a regular file (not a symlink), owned by
+    the user, that only the user may read or write (mode 0600). Anything else is refused, said once
+    on stderr, and no tape is trusted: a key someone else could read or swap would let a tape they
+    wrote pass as one this machine sealed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        return _refuse(path, "it is a symbolic link")
+    try:
+        st = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(st.st_mode):
+            problem = "it is not a regular file"
+        elif hasattr(os, "getuid") and st.st_uid != os.getuid():
+            problem = f"it is owned by user {st.st_uid}, not by you"
+        elif stat.S_IMODE(st.st_mode) != 0o600:
+            problem = f"its mode is {stat.S_IMODE(st.st_mode):04o}, not 0600"
+        data = os.read(fd, _KEY_BYTES + 1) if problem is None else b""
+    finally:
+        os.close(fd)
+    if problem is None and len(data) != _KEY_BYTES:
+        problem = f"it holds {len(data)} bytes, not {_KEY_BYTES}"
+    return _refuse(path, problem) if problem is not None else data
+
+
+def _refuse(path: Path, problem: str) -> bytes | None:
+    print(f"flowtape: warning: the trust key {path} is not used: {problem} (every tape is verified in full; "
+          f"delete it to have a new one made)", file=sys.stderr)
+    return None
 
 
 def seal_file(path: Path, written: int) -> TapeSeal | None:
@@ -90,7 +128,7 @@ def _file_seal(path: Path) -> TapeSeal | None:
     mac = hmac.new(k, digestmod=hashlib.sha256)
     size = 0
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             while chunk := fh.read(8 << 20):
                 mac.update(chunk)
                 size += len(chunk)

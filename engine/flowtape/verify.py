@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -13,7 +13,8 @@ from msgspec import Raw
 
 from . import edits, trust
 from .errors import TraceCorruption
-from .rundir import TAPE, RunSummary, check_not_cut_short, read_summary, valid_run_id
+from .guarded import open_regular
+from .rundir import TAPE, RunSummary, check_ended, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
     END_STATUSES,
     MAX_WORKERS,
@@ -30,14 +31,17 @@ from .tape import (
     Header,
     Line,
     Step,
+    StepFiller,
     Tape,
     chain_seed,
     decode_record,
     gc_paused,
     graph_fingerprint,
+    is_end_line,
     read_tape,
     resolve_state,
     split_hash,
+    why_unreadable,
 )
 from .usage import Spending
 from .values import canonical, check, digest
@@ -458,6 +462,14 @@ def check_header(header: Header) -> None:
         inputs = msgspec.json.decode(header.inputs, type=dict[str, Raw])
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise TraceCorruption("the header's inputs are not an object of input ports", 1, "a well-formed header") from None
+    ports = {port for port, _ in header.seededOutputs}
+    ports.update(q[2 : q.index("->")] for q in header.queues if q.startswith("$.") and "->" in q)
+    strangers = [port for port in inputs if port not in ports]
+    if strangers:
+        raise TraceCorruption(
+            f"the header's inputs name {', '.join(map(repr, strangers[:5]))}, which the graph has no input port for "
+            f"(its input ports: {', '.join(map(repr, sorted(ports))) or 'none'})", 1, "a well-formed header",
+        )
     for port, raw in inputs.items():
         rebuildable(raw, 1, f"the header's input {port!r}")
     if header.graph != graph_fingerprint(header.actors, header.queues):
@@ -478,17 +490,31 @@ def check_header(header: Header) -> None:
 
 
 def check_chain(tape: Tape) -> None:
-    chain = Chain()
-    since = 1  # the first line the next hash covers
-    simple_too = tape.header.version >= SIMPLE_FROM if tape.lines and isinstance(tape.lines[0].record, Header) else True
+    check = ChainCheck()
     for line in tape.lines:
+        check.line(line)
+
+
+FORMAT_VERSION_UNKNOWN = 1 << 30  # before the header is read: any line is of its version
+
+
+class ChainCheck:
+    """The hash chain, checked line by line (a whole tape, or one read as a stream)."""
+
+    def __init__(self) -> None:
+        self.chain = Chain()
+        self.since = 1  # the first line the next hash covers
+        self.version = FORMAT_VERSION_UNKNOWN  # the header's, once read
+
+    def line(self, line: Line) -> None:
         if not line.raw:
-            continue  # a simple firing's step: its line is its firing's
-        if not simple_too and line.raw.startswith(SIMPLE_TAGS):
+            return  # a simple firing's step: its line is its firing's
+        if self.version < SIMPLE_FROM and line.raw.startswith(SIMPLE_TAGS):
             raise TraceCorruption(
-                f"a firing and its step on one line, in a version {tape.header.version} tape",
+                f"a firing and its step on one line, in a version {self.version} tape",
                 line.number, "records of the tape's format version",
             )
+        chain = self.chain
         parts = split_hash(line.raw)
         if parts is None:
             if not isinstance(line.record, (Step, Firing)):
@@ -496,19 +522,20 @@ def check_chain(tape: Tape) -> None:
                     "a record without a well-formed hash", line.number, "every record but a firing or a step is hash-chained"
                 )
             chain.cover(line.raw)
-            continue
+            return
         body, claimed = parts
         if chain.hash_of(body) != claimed:
-            where = f"lines {since}-{line.number}" if since < line.number else "this line"
+            where = f"lines {self.since}-{line.number}" if self.since < line.number else "this line"
             raise TraceCorruption(
                 f"the hash does not follow from the records before it: {where} edited, or a line dropped, "
                 "inserted, reordered or re-appended there",
                 line.number, "hash chain",
             )
         chain.advance(claimed)
-        since = line.number + 1
+        self.since = line.number + 1
         if isinstance(line.record, Header) and line.number == 1:
             chain.last = chain_seed(line.record)
+            self.version = line.record.version
 
 
 def unvouched(tape: Tape) -> tuple[int, int] | None:
@@ -588,7 +615,7 @@ def check_summary(summary: RunSummary | None, header: Header, end: End | None) -
 def ends(path: Path) -> tuple[Header, End | None]:
     """A tape's header and end record (None: it has none, or one over a megabyte), read from its
     first and last lines only: for a sealed tape, which needs no other look."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         first = fh.readline().rstrip(b"\n")
         size = fh.seek(0, 2)
         fh.seek(max(size - (1 << 20), 0))
@@ -615,10 +642,75 @@ def _json_of(raw: bytes | Raw) -> object:
 
 def check_run(run_dir: Path) -> int:
     """Raise TraceCorruption unless the run's tape is sound: byte for byte the one its writer
-    sealed on this machine (trust.py: no second look), or one that verifies in full. Returns how
-    many steps it holds."""
+    sealed on this machine (trust.py: no second look), or one that verifies in full (read as a
+    stream: verify_streamed). Returns how many steps it holds."""
     summary = read_summary(run_dir)
     if summary is not None and summary.tape is not None and trust.file_sealed(run_dir / TAPE, summary.tape):
         check_summary(summary, *ends(run_dir / TAPE))
         return summary.steps
-    return verify_run(run_dir, warn=False)[1].step
+    return verify_streamed(run_dir)
+
+
+def verify_streamed(run_dir: Path) -> int:
+    """verify_run's verdict on a run's tape (the same line and rule), read as a stream: what is
+    held is the run being rebuilt, never the tape (a language server checks a big tape from
+    elsewhere this way, while it answers). Two reads, in verify's order: the records and their
+    hash chain, then the rebuild. Returns how many steps the tape holds."""
+    path = run_dir / TAPE
+    chain = ChainCheck()
+    broken: TraceCorruption | None = None  # the chain's first break, told once every record was read, as verify does
+    header: Header | None = None
+    number = 0
+    ends = any_end = False
+    with gc_paused():
+        for line in _streamed_lines(path):
+            number = line.number
+            if number == 1 and isinstance(line.record, Header):
+                header = line.record
+            ends = isinstance(line.record, End)
+            any_end = any_end or ends
+            if broken is None:
+                try:
+                    chain.line(line)
+                except TraceCorruption as exc:
+                    broken = exc
+        if number == 0:
+            raise TraceCorruption("the tape is empty", 1, "header first")
+        if header is None:
+            raise TraceCorruption("the first record is not a header", 1, "header first")
+        check_header(header)
+        if broken is not None:
+            raise broken
+        rebuild = Rebuild(header)
+        for line in _streamed_lines(path):
+            if line.number > 1:
+                rebuild.apply(line)
+    check_ended(read_summary(run_dir), ends, any_end, number, rebuild.step)
+    return rebuild.step
+
+
+def _streamed_lines(path: Path) -> Iterator[Line]:
+    """The tape's records one by one, filled in and checked as read_tape reads them (a torn last
+    line dropped; CR LF line ends, an unreadable record or bytes after the end refused)."""
+    filler = StepFiller()
+    number = 0
+    last_is_end = False
+    with open_regular(path) as fh:
+        for data in fh:
+            whole = data.endswith(b"\n")
+            raw = data[:-1] if whole else data
+            if not whole and not is_end_line(raw):
+                if last_is_end:  # nothing is written after the end
+                    raise TraceCorruption("bytes after the end record", number + 1, "the end record is last")
+                return  # a torn last line (a crash mid-write): no part of the tape
+            number += 1
+            if number == 1 and raw.endswith(b"\r"):
+                raise TraceCorruption("unreadable record (its lines end in CR LF: the tape was converted to Windows "
+                                      "line endings; convert it back, e.g. with dos2unix)", 1, "well-formed records")
+            try:
+                record = decode_record(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise TraceCorruption(f"unreadable record ({why_unreadable(raw, number, exc)})", number, "well-formed records") from None
+            filler.see(record)
+            last_is_end = isinstance(record, End)
+            yield Line(number, raw, record)

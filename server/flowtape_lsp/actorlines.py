@@ -9,12 +9,13 @@ import bisect
 import difflib
 import os
 import re
+from pathlib import Path
 from urllib.parse import unquote
 
 from flowtape.tape import ActorInfo
 from pygls.workspace import Workspace
 
-from .workspace import split_lines, uri_to_path
+from .workspace import read_named, split_lines, uri_to_path
 
 _CACHED = 64  # files whose text (and its moves since saved) is kept
 
@@ -68,11 +69,9 @@ def current_text(workspace: Workspace, uri: str) -> FileText:
     return text
 
 
-def _read(path: object) -> list[str] | None:
-    try:
-        return split_lines(path.read_text(encoding="utf-8", errors="replace"))  # type: ignore[attr-defined]
-    except (OSError, ValueError):
-        return None
+def _read(path: Path | None) -> list[str] | None:
+    text = read_named(path) if path is not None else None
+    return split_lines(text) if text is not None else None
 
 
 def creation_line(text: FileText, actor: ActorInfo) -> int | None:

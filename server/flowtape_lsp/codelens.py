@@ -87,8 +87,11 @@ def register(server: FlowtapeServer) -> None:
         for wf in sites:
             rng = lsp.Range(lsp.Position(wf.line0, 0), lsp.Position(wf.line0, 0))
             lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
-                title="▶ Run", command=P.CMD_RUN, arguments=[{"uri": uri, "workflow": wf.name}],
+                title="▶ Run" if server.trust != "none" else "🔒 Run: this folder is not trusted, so Flowtape runs nothing",
+                command=P.CMD_RUN, arguments=[{"uri": uri, "workflow": wf.name}],
             )))
+            if server.trust == "none":
+                continue
             runs = [r for r in server.manager.listed() if r.workflow == wf.name and same_file(r.uri, uri)]
             if not runs:
                 continue

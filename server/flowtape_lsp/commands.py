@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from flowtape.errors import TraceCorruption
+from flowtape.guarded import read_text
 from flowtape.seek import AtStep, at_step_from_checkpoints, find_steps, records_from
 from flowtape.show import steps_held
 from flowtape.tape import Firing, Header, Step
@@ -19,9 +20,10 @@ from lsprotocol import types as lsp
 
 from . import protocol as P
 from .actorlines import creation_line, current_text
+from .permits import differs, may_run
 from .runs import Run, RunManager
 from .tapeindex import Filler, last_step_from_end
-from .workspace import client_path, flow_path, same_file, uri_to_path
+from .workspace import client_path, flow_path, path_to_uri, same_file, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -123,13 +125,21 @@ def _unreadable(run: Run, exc: Exception) -> Exception:
     return P.damaged(run.run_id, exc)
 
 
+def _is(file: str, path: Path) -> bool:
+    """Whether a file a tape names is `path` (a name no file can have is none)."""
+    try:
+        return bool(file) and Path(file).resolve() == path
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
 def _default_workflow(path: Path) -> str:
     """The workflow `flowtape run` picks without --workflow, as the file's text shows it: `main`,
     else the last `@workflow` (a guess for listing only: the run's header has the last word)."""
     from .codelens import find_workflows
 
     try:
-        names = [w.name for w in find_workflows(path.read_text(encoding="utf-8", errors="replace"))]
+        names = [w.name for w in find_workflows(read_text(path))]
     except OSError:
         return ""
     return "main" if "main" in names else (names[-1] if names else "")
@@ -141,17 +151,9 @@ def actor_on_line(server: FlowtapeServer, run_id: str, header: Header, uri: str 
     firing failed."""
     if uri is None or line is None:
         raise P.invalid("name the actor to rerun (or debug): `actor`, or `uri` and `line` (0-based) of the line that creates it")
-    path = uri_to_path(uri)
-    if path is None:
-        raise P.invalid(f"uri {uri!r} names no file (a file: uri is expected)")
-    try:
-        found = path.is_file()
-    except (OSError, ValueError):
-        found = False
-    if not found:
-        raise P.invalid(f"uri {uri!r}: no such file")
+    path = flow_path(uri, server.root)  # inside the workspace, a file: refused before anything is read
     text = current_text(server.workspace, uri)
-    on_line = [a.path for a in header.actors if a.file and Path(a.file).resolve() == path.resolve() and creation_line(text, a) == line]
+    on_line = [a.path for a in header.actors if _is(a.file, path) and creation_line(text, a) == line]
     if not on_line:
         raise P.not_found(f"no actor of run {run_id} is created on line {line + 1} of {path.name}")
     if len(on_line) > 1:
@@ -187,6 +189,7 @@ def register(server: FlowtapeServer) -> None:
     @server.command(P.CMD_RUN)
     async def run_flow(*args: Any) -> Any:
         params = P.command_params(args, P.RunParams)
+        may_run(server.trust)
         path = flow_path(params.uri, server.root)
         run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers,
                                    executor=params.executor, ray_address=params.rayAddress)
@@ -197,6 +200,7 @@ def register(server: FlowtapeServer) -> None:
     @server.command(P.CMD_RESUME)
     async def resume_at_step(*args: Any) -> Any:
         params = P.command_params(args, P.ResumeAtStepParams)
+        may_run(server.trust)
         source = manager.get(params.runId)
         await manager.ready(source)  # (its index read: the step is checked against it, and launch names its last)
         if params.step is not None:
@@ -206,6 +210,7 @@ def register(server: FlowtapeServer) -> None:
     @server.command(P.CMD_RERUN_ACTOR)
     async def rerun_actor(*args: Any) -> Any:
         params = P.command_params(args, P.RerunActorParams)
+        may_run(server.trust)
         source = manager.get(params.runId)
         index = await manager.ready(source)
         assert index.header is not None
@@ -228,9 +233,13 @@ def register(server: FlowtapeServer) -> None:
     ) -> Any:
         header = source.index.header
         assert header is not None
-        flow = flow_path(source.uri, server.root) if source.uri else None
-        if flow is None:
+        if not header.flowFile:
             raise P.invalid(f"run {source.run_id} names no flow file")
+        flow = flow_path(path_to_uri(header.flowFile), server.root)  # the flow its tape says it ran
+        problem = await asyncio.to_thread(differs, flow, header)
+        if problem is not None:  # refused before anything of it runs
+            raise P.invalid(f"not resumed: {flow} is not the flow run {source.run_id} ran, as its tape records it: "
+                            f"{problem}. A resume runs the flow the run ran; run the file afresh to run it")
         run = await manager.launch(flow, workflow=header.workflow, resume_from=source, at_step=step, max_workers=max_workers,
                                    executor=executor, ray_address=ray_address)
         return P.RunStartResult(runId=run.run_id, runDir=client_path(run.run_dir)).to_json()
@@ -288,6 +297,7 @@ def register(server: FlowtapeServer) -> None:
             if index.header is not None and p.from_ <= total:
                 found = await asyncio.to_thread(find_steps, index.path, index.header, p.from_, p.limit)
                 if found is not None:
+                    await asyncio.to_thread(manager.locator.prepare, index.header)
                     infos = [manager.step_info(run, s) for s in found]
                     return P.GetStepsResult(runId=run.run_id, steps=infos, total=total, live=False).to_json()
         index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
@@ -297,6 +307,8 @@ def register(server: FlowtapeServer) -> None:
         if p.from_ > index.steps:  # past what was read so far: read the rest
             index = await manager.ready(run)
         steps = await asyncio.to_thread(index.read_steps, p.from_, p.limit)
+        if index.header is not None:
+            await asyncio.to_thread(manager.locator.prepare, index.header)  # the files its steps are placed in
         if steps:  # a live run's tape is read on meanwhile: the page may hold steps past the count taken before
             total = max(total, steps[-1].step)
         return P.GetStepsResult(

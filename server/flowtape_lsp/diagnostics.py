@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from flowtape.guarded import read_text
 from flowtape.tape import Header
 from lsprotocol import types as lsp
 
 from . import protocol as P
 from .actorlines import creation_line, current_text
+from .family import started_here
+from .permits import NotTrusted, may_import
 from .runs import Run
 from .workspace import file_key, find_actor, path_to_uri, split_lines, uri_to_path
 
@@ -211,7 +214,7 @@ class Diagnostics:
         if delay:
             await asyncio.sleep(delay)  # a newer change cancels this one
         try:
-            saved: str | None = path.read_text(encoding="utf-8", errors="replace")
+            saved: str | None = await asyncio.to_thread(read_text, path)  # (a FIFO is refused, not waited on)
         except (OSError, ValueError):  # gone (deleted, renamed), or a name no file can have
             saved = None
         doc = self.server.workspace.text_documents.get(unquote(uri))
@@ -230,6 +233,8 @@ class Diagnostics:
             self.publish({uri})  # what is saved does not parse: an older load error of it is gone
         if syntax is not None or text != saved:
             return  # the child imports what is saved: how unsaved text loads is seen on save
+        if not may_import(self.server.trust, path, self.server.root):
+            return  # importing runs the file: not one outside the workspace, nothing in an untrusted folder
         result = await self.run_checker(path)
         if result is None:
             return
@@ -254,7 +259,12 @@ class Diagnostics:
         self.publish({uri})
 
     async def run_checker(self, path: Path, *extra: str) -> dict[str, Any] | None:
-        """`python -m flowtape_lsp.check FILE [extra]` in a process of its own: its JSON report."""
+        """`python -m flowtape_lsp.check FILE [extra]` in a process of its own: its JSON report.
+        NotTrusted when the file may not be imported (permits.py: it runs the file)."""
+        if not may_import(self.server.trust, path, self.server.root):
+            raise NotTrusted(message=f"{path} is not imported: " + (
+                "this folder is not trusted, so Flowtape runs nothing here" if self.server.trust == "none"
+                else "it is outside the workspace (initializationOptions.trust \"all\" lets the checker import it)"))
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "flowtape_lsp.check", str(path), *extra, cwd=str(path.parent),
@@ -263,6 +273,13 @@ class Diagnostics:
             )
         except OSError:
             return None
+        started_here.add(proc.pid)  # (what it leaves behind is told apart from it: family.py)
+        try:
+            return await self._report(proc, path)
+        finally:
+            started_here.discard(proc.pid)
+
+    async def _report(self, proc: asyncio.subprocess.Process, path: Path) -> dict[str, Any] | None:
         try:
             out, err = await asyncio.wait_for(proc.communicate(), CHECK_TIMEOUT)
         except (TimeoutError, asyncio.CancelledError) as exc:

@@ -8,8 +8,7 @@ keeps the log for real failures."""
 from __future__ import annotations
 
 import logging
-import re
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import unquote
 
 import attrs
@@ -24,6 +23,7 @@ from pygls.protocol import (
     default_converter,
 )
 
+from .permits import NotTrusted
 from .protocol import CMD_RERUN_ACTOR, CMD_RESUME, CMD_RUN, RunNotFound, TapeDamaged
 
 logger = logging.getLogger("flowtape_lsp")
@@ -47,26 +47,6 @@ def raw_converter() -> cattrs.Converter:
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, keep)
     return converter
-
-
-_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.IGNORECASE)
-
-
-class LenientStdin:
-    """stdin as pygls reads it, but with the Content-Length header's name read in any case, as
-    HTTP's are: pygls matches `Content-Length` exactly, and a client writing `content-length`
-    would get no answer, then or ever after."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self._raw = raw
-
-    def readline(self) -> bytes:
-        line = self._raw.readline()
-        match = _LENGTH.fullmatch(line)
-        return b"Content-Length: %s\r\n" % match.group(1) if match else line
-
-    def read(self, size: int) -> bytes:
-        return self._raw.read(size)
 
 
 class Unreadable:
@@ -190,7 +170,7 @@ class FlowtapeProtocol(LanguageServerProtocol):
         # A handler that refuses a client's mistake answers with the error; that is no server failure.
         self._uncancellable.discard(msg_id)
         exc = None if future.cancelled() else future.exception()
-        if isinstance(exc, (JsonRpcInvalidParams, RunNotFound, TapeDamaged)):
+        if isinstance(exc, (JsonRpcInvalidParams, RunNotFound, TapeDamaged, NotTrusted)):
             self._request_futures.pop(msg_id, None)
             self._send_response(msg_id, error=exc.to_response_error())
             return

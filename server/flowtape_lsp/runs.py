@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from flowtape.errors import ErrorReport, TraceCorruption
-from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, valid_run_id
+from flowtape.ownership import ProcessStamp, can_tell, is_the_process, stamp_of
+from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, runs_process, valid_run_id
 from flowtape.rundir import process_alive as _alive
 from flowtape.tape import Step
 from flowtape.trust import looks_sealed
@@ -25,7 +26,7 @@ from flowtape.verify import check_run
 
 from . import progress
 from . import protocol as P
-from .family import Family, family_of, take_down
+from .family import Family, clear_left_behind, family_of, left_behind, reap, started_here, take_down
 from .tapeindex import TapeIndex
 from .workspace import Locator, client_path, path_to_uri
 
@@ -41,6 +42,7 @@ STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before
 STDERR_KEEP = 16 << 10
 PREINDEX = 3  # finished runs read in the background at startup, newest first ...
 PREINDEX_MAX_BYTES = 32 << 20  # ... when small: a big tape's last step is answered from its end
+CHECK_FIRST_BYTES = 8 << 20  # a tape not sealed here up to this size is checked before the first answer; a bigger one meanwhile
 
 
 @dataclass(eq=False)
@@ -54,6 +56,7 @@ class Run:
     live: bool = False  # being streamed
     proc: asyncio.subprocess.Process | None = None
     pid: int | None = None  # an external run's process, from run.json
+    process: ProcessStamp | None = None  # its stamp (run.json's; for a child of ours, taken as it started)
     status: str = "running"
     started_at: str = ""
     finished_at: str | None = None
@@ -118,6 +121,7 @@ class RunManager:
             raise P.not_found(f"run {run_id!r} is gone: {run.run_dir / TAPE} no longer exists")
         if run is None and (run_dir / TAPE).is_file():
             run = self._register(run_id, run_dir, live=False)
+            self._take_up(run)
         if run is None:
             raise P.not_found(f"unknown run {run_id!r}: no such run in {self.runs_dir}")
         if run.junk:
@@ -149,22 +153,28 @@ class RunManager:
         async with run.checking:
             if run.verdict is None or run.verdict[0] != stamp:
                 summary = read_summary(run.run_dir)
-                if summary is not None and looks_sealed(run.index.path, summary.tape):
-                    # most likely the sealed tape (one stat): answer now, and check it meanwhile
-                    # (a keyed digest of a big tape takes a while); a tape that fails is refused from then on
+                if stat.st_size > CHECK_FIRST_BYTES or (summary is not None and looks_sealed(run.index.path, summary.tape)):
+                    # most likely the sealed tape (one stat), or a big tape from elsewhere: answer
+                    # now, and check it meanwhile (in a thread, the tape streamed: verify_streamed);
+                    # a tape that fails is refused from then on
                     run.verdict = (stamp, None)
-                    self._spawn(self._check(run, stamp))
+                    self._spawn(self._check(run, stamp, told=True))
                 else:
                     await self._check(run, stamp)
         if run.verdict is not None and run.verdict[1] is not None:
             raise P.damaged(run.run_id, run.verdict[1])
 
-    async def _check(self, run: Run, stamp: tuple[int, int]) -> None:
+    async def _check(self, run: Run, stamp: tuple[int, int], told: bool = False) -> None:
+        """Check the run's tape (check_run); `told`: it was answered about meanwhile, so a tape
+        found not to hold together is said to the user too, not only refused from now on."""
         try:
             run.checked_steps = await asyncio.to_thread(check_run, run.run_dir)
             run.verdict = (stamp, None)
         except TraceCorruption as exc:
             run.verdict = (stamp, str(exc))
+            if told:
+                self.server.warn(f"{P.damaged(run.run_id, exc).message}: what was shown of it is not to be trusted, "
+                                 "and it is refused from now on")
         except OSError:
             pass  # gone or unreadable meanwhile: what reads it says so
 
@@ -214,7 +224,7 @@ class RunManager:
             run.resumed_at = summary.resumedAtStep
             run.edits = summary.edits
             run.usage = summary.usage
-            run.pid = summary.pid
+            run.pid, run.process = summary.pid, summary.process
             run.finished = summary.status != "running"
         self.runs[run_id] = run
         return run
@@ -231,15 +241,19 @@ class RunManager:
         if self._poller is not None:
             return
         for run_id, run_dir in self._dirs():
-            run = self._register(run_id, run_dir, live=False)
-            if run.status == "running" and _alive(run.pid):
-                run.live = True
-                self._spawn(self._follow(run))
-            elif run.status == "running":  # its process died while nobody watched
-                run.status, run.finished = "failed", True
-                self._spawn(self._note_dead(run))
+            self._take_up(self._register(run_id, run_dir, live=False))
         self._poller = asyncio.ensure_future(self._poll_dir())
         self._spawn(self._preindex())
+
+    def _take_up(self, run: Run) -> None:
+        """A run found on disk that run.json says is running: followed while its process runs,
+        else failed (its process died while nobody watched, or the pid is not the run's)."""
+        if run.status == "running" and self.alive(run):
+            run.live = True
+            self._spawn(self._follow(run))
+        elif run.status == "running":
+            run.status, run.finished = "failed", True
+            self._spawn(self._note_dead(run))
 
     async def _note_dead(self, run: Run) -> None:
         """A run whose process died while no server watched: failed, as far as the editor is told."""
@@ -279,9 +293,17 @@ class RunManager:
         except OSError:
             return []
 
+    def _live_sessions(self) -> set[int]:
+        """The sessions of the flows this server started that still run (each leads its own)."""
+        return {r.proc.pid for r in self.runs.values() if r.proc is not None and r.proc.returncode is None}
+
     async def _poll_dir(self) -> None:
+        polls = 0
         while True:
             await asyncio.sleep(DIR_POLL)
+            polls += 1
+            if polls % 10 == 0:  # processes flows left behind that exited since: collected, not left as zombies
+                await asyncio.to_thread(lambda: reap(list(left_behind(started_here))))
             try:
                 for run_id, run_dir in self._dirs():
                     if run_id not in self.runs:
@@ -335,6 +357,8 @@ class RunManager:
                 stdin=asyncio.subprocess.PIPE if inputs else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
+            run.process = stamp_of(run.proc.pid)  # (the child has exec'd: its command line is the flow's)
+            started_here.add(run.proc.pid)
             if inputs and run.proc.stdin is not None:
                 run.proc.stdin.write(msgspec.json.encode(inputs))
                 run.proc.stdin.close()
@@ -378,6 +402,7 @@ class RunManager:
             new = await asyncio.to_thread(index.ingest)
             progressed = index.offset != before
             if index.header is not None and not run.announced:
+                await asyncio.to_thread(self.locator.prepare, index.header)  # (reads files: not on the event loop)
                 self._announce(run)
             pending.extend(new)
             now = time.monotonic()
@@ -397,6 +422,8 @@ class RunManager:
                 await asyncio.sleep(0)
                 continue
             if exit_seen:  # the process is gone and its tape is read to the end: it has no end record
+                if run.proc is not None:  # what it started goes with it, as on a stop
+                    await asyncio.to_thread(clear_left_behind, run.proc.pid, self._live_sessions())
                 await self._close_dead_tape(run)
                 pending.extend(await asyncio.to_thread(index.ingest))
                 for i in range(0, len(pending), FLUSH_SIZE):
@@ -426,9 +453,9 @@ class RunManager:
         run.pid_checked = now
         summary = read_summary(run.run_dir)
         if summary is not None and summary.pid is not None:
-            run.pid = summary.pid
+            run.pid, run.process = summary.pid, summary.process
         if run.pid is not None:
-            return not _alive(run.pid)
+            return not self.alive(run)
         if summary is None and run.index.header is None:  # a run writes both as it starts: this is no run
             run.gone_since = run.gone_since or now
             return now - run.gone_since > NO_RUN_GRACE
@@ -495,6 +522,8 @@ class RunManager:
             self.server.send(P.STEPS, P.Steps(runId=run.run_id, steps=[self.step_info(run, s) for s in steps]))
 
     async def _finish(self, run: Run, status: str) -> None:
+        if run.proc is not None and run.proc.returncode is not None:
+            started_here.discard(run.proc.pid)
         run.finished = True
         run.live = False
         run.status = status
@@ -545,27 +574,55 @@ class RunManager:
 
     # ---- stopping ---------------------------------------------------------------------------------------
 
+    @staticmethod
+    def alive(run: Run) -> bool:
+        """Whether the run's process runs: our own child until it exits; for a run started
+        elsewhere, the pid its run.json names while it is provably the run's (ownership.py: the
+        start time and command line it recorded), else the run is gone, whatever has that pid now."""
+        if run.proc is not None:
+            return run.proc.returncode is None and (run.process is None or is_the_process(run.process))
+        if can_tell():
+            return runs_process(run.pid, run.process) is not None
+        return _alive(run.pid)  # no /proc: its pid on its word, for listing (never signalled: see `signalled`)
+
+    @staticmethod
+    def signalled(run: Run) -> int | None:
+        """The pid a stop may signal: our own child while it runs, or a run's process that is
+        provably the run's. None for anything else: no signal ever reaches a process that a
+        reused pid or a planted run.json names."""
+        if run.proc is not None:
+            return run.proc.pid if run.proc.returncode is None else None
+        stamp = runs_process(run.pid, run.process)
+        return stamp.pid if stamp is not None else None
+
     async def stop(self, run: Run) -> bool:
-        """SIGTERM, a second SIGTERM after a grace period, then SIGKILL. True if it was running."""
+        """SIGTERM, a second SIGTERM after a grace period, then SIGKILL. True if it was running.
+        A run whose process is not provably its own is not signalled: it is reported gone (its
+        follower finds it so and finishes it `failed`)."""
         if run.finished or not run.live:
             return False
-        run.stopping = True
-        pid = run.proc.pid if run.proc is not None else run.pid
+        pid = self.signalled(run)
         if pid is None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(run.done.wait(), 5.0)
             return False
+        run.stopping = True
         if run.proc is not None:
             run.family = await asyncio.to_thread(family_of, pid)
         for sig, wait in ((signal.SIGTERM, STOP_GRACE), (signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
-            if not self._signal(run, pid, sig):
+            if not self._signal(run, sig):
                 break
-            if await self._exited(run, pid, wait):
+            if await self._exited(run, wait):
                 break
         take_down(run.proc.pid if run.proc is not None else None, run.family)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(run.done.wait(), 5.0)
         return True
 
-    def _signal(self, run: Run, pid: int, sig: int) -> bool:
+    def _signal(self, run: Run, sig: int) -> bool:
+        pid = self.signalled(run)  # asked again before each signal: the process may have gone meanwhile
+        if pid is None:
+            return False
         try:
             if sig == signal.SIGKILL and run.proc is not None:
                 os.killpg(pid, sig)  # the child runs in its own session: take its tools down too
@@ -575,7 +632,7 @@ class RunManager:
         except (ProcessLookupError, PermissionError):
             return False
 
-    async def _exited(self, run: Run, pid: int, wait: float) -> bool:
+    async def _exited(self, run: Run, wait: float) -> bool:
         if run.proc is not None:
             try:
                 await asyncio.wait_for(run.proc.wait(), wait)
@@ -584,7 +641,7 @@ class RunManager:
                 return False
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not self.alive(run):
                 return True
             await asyncio.sleep(0.05)
         return False
@@ -593,6 +650,13 @@ class RunManager:
         """Stop every flow the server started, as `flowtape.stop` does (on `shutdown`)."""
         started = [run for run in self.runs.values() if run.proc is not None and not run.finished]
         await asyncio.gather(*(self.stop(run) for run in started))
+
+    @staticmethod
+    def _child_alive(run: Run) -> bool:
+        """Whether our own child still runs, told without the event loop (its returncode may never
+        be set now): the process under its pid is still the one it started as."""
+        assert run.proc is not None
+        return is_the_process(run.process) if run.process is not None else _alive(run.proc.pid)
 
     def stop_all(self) -> None:
         """Stop every flow the server started, now and without the event loop (on `exit`, or when
@@ -604,7 +668,7 @@ class RunManager:
             with contextlib.suppress(RuntimeError):  # its loop is gone
                 self._poller.cancel()
         # os.kill and polling, not the asyncio process: this also runs after the event loop has closed
-        live = [run for run in self.runs.values() if run.proc is not None and _alive(run.proc.pid)]
+        live = [run for run in self.runs.values() if run.proc is not None and self._child_alive(run)]
         asked = {id(run) for run in live if run.stopping}  # `stop` sent these their first SIGTERM
         for run in live:
             assert run.proc is not None
@@ -614,13 +678,14 @@ class RunManager:
                 assert run.proc is not None
                 if id(run) in asked:
                     asked.discard(id(run))
-                else:
-                    self._signal(run, run.proc.pid, sig)
+                elif self._child_alive(run):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        (os.killpg if sig == signal.SIGKILL else os.kill)(run.proc.pid, sig)
                 run.stopping = True
             deadline = time.monotonic() + STOP_GRACE
             while live and time.monotonic() < deadline:
                 time.sleep(0.05)
-                live = [run for run in live if _alive(run.proc.pid if run.proc is not None else None)]
+                live = [run for run in live if self._child_alive(run)]
             if not live:
                 break
         for run in self.runs.values():

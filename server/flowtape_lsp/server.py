@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 import msgspec
 from flowtape import __version__
@@ -19,8 +19,10 @@ from pygls.lsp.server import LanguageServer
 
 from . import protocol as P
 from .diagnostics import Diagnostics
-from .rpc import FlowtapeProtocol, LenientStdin, raw_converter
+from .family import become_subreaper
+from .rpc import FlowtapeProtocol, raw_converter
 from .runs import RunManager
+from .transport import serve_stdio, serve_tcp
 from .workspace import fs_path, named_by_client, use_client_root
 
 _encoder = msgspec.json.Encoder()
@@ -65,6 +67,11 @@ class FlowtapeServer(LanguageServer):
             return
         super().report_server_error(error, source)
 
+    def warn(self, message: str) -> None:
+        """A warning the user should see (window/showMessage), and the log."""
+        logger.warning("%s", message)
+        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"Flowtape: {message}"))
+
     def log_error(self, message: str) -> None:
         logger.error("%s", message, exc_info=True)
 
@@ -78,6 +85,11 @@ class FlowtapeServer(LanguageServer):
         except msgspec.ValidationError as exc:
             self.window_log_message(lsp.LogMessageParams(
                 type=lsp.MessageType.Warning, message=f"flowtape: initializationOptions ignored: {exc}"))
+
+    @property
+    def trust(self) -> str:
+        """How far the client trusts the folder to run code (initializationOptions.trust, permits.py)."""
+        return self.client_options.trust
 
     def has_client_command(self, command: str) -> bool:
         return command in self.client_options.clientCommands
@@ -172,19 +184,22 @@ def create_server() -> FlowtapeServer:
     return server
 
 
-def main(tcp: int | None = None) -> int:
-    """`flowtape lsp [--tcp PORT]`: serve over stdio (or TCP, for debugging)."""
+def main(tcp: int | None = None, token: str | None = None) -> int:
+    """`flowtape lsp [--tcp PORT --token TOKEN]`: serve over stdio (or TCP on the loopback, to a
+    client that shows the token: transport.py)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="flowtape-lsp %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)
     logging.getLogger("asyncio").setLevel(logging.ERROR)  # (its child watcher's notes when flows outlive the loop at exit)
     for handler in logging.getLogger().handlers:  # on the handler: pygls logs it through several loggers
         handler.addFilter(_quiet_parse_errors)
     server = create_server()
+    become_subreaper()  # what a flow that dies leaves behind comes to the server, to go with it (family.py)
     try:
         if tcp is not None:
-            server.start_tcp("127.0.0.1", tcp)
+            assert token, "a TCP server needs a token"
+            serve_tcp(server, tcp, token)
         else:
-            server.start_io(stdin=cast(BinaryIO, LenientStdin(sys.stdin.buffer)))
+            serve_stdio(server)
     finally:
         server.manager.stop_all()  # the editor went away (end of input): stop what it started
         # the transport may have closed stdout; the CLI flushes it on the way out

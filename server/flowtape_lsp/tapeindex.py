@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import msgspec
 from flowtape.errors import TraceCorruption
+from flowtape.guarded import open_regular
 from flowtape.rundir import TAPE, read_summary, write_summary
 from flowtape.seek import AtStep, records_from, top_of, walk_to_step
 from flowtape.tape import (
@@ -133,7 +134,7 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
     the records back to the step before the last one. None when the tape cannot answer that way
     (not finished, not the last step, or firings recorded after it): read the tape instead."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             header = decode_record(fh.readline())
             body = fh.tell()
             size = fh.seek(0, os.SEEK_END)
@@ -269,7 +270,7 @@ class TapeIndex:
             if size <= self.offset:
                 return []
             try:
-                with open(self.path, "rb") as fh:
+                with open_regular(self.path) as fh:
                     fh.seek(self.offset)
                     data = fh.read(limit)
                     if data and not data.endswith(b"\n"):
@@ -400,7 +401,7 @@ class TapeIndex:
         if self.seal_end(status, message) and summary is not None and summary.status == "running":
             end = self.end
             assert end is not None
-            summary.status, summary.finishedAt, summary.pid = status, end.finishedAt, None
+            summary.status, summary.finishedAt, summary.pid, summary.process = status, end.finishedAt, None, None
             summary.steps, summary.firings, summary.error = end.steps, end.firings, end.error
             summary.outputs, summary.replayStopped = end.outputs, list(end.replayStopped)
             with contextlib.suppress(OSError):

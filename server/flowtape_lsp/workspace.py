@@ -6,7 +6,9 @@ import functools
 import os
 import re
 from pathlib import Path
+from urllib.parse import quote
 
+from flowtape.guarded import read_text
 from flowtape.tape import ActorInfo, Header
 from pygls.uris import from_fs_path, to_fs_path
 
@@ -18,12 +20,36 @@ from . import protocol as P
 # /private/tmp); else by the file's real path.
 _client_root: tuple[Path, Path] | None = None  # the workspace root resolved, and as the client names it
 _client_uris: dict[str, str] = {}  # a file's real path: the uri the client named it by last
+# What the server reads of the files a tape names (guarded.py): those inside the workspace, or
+# inside the folder of a flow file a run names (its actors' modules sit beside it).
+_root: Path = Path.cwd().resolve()
+_flow_folders: set[str] = set()
 
 
 def use_client_root(given: Path, resolved: Path) -> None:
-    global _client_root
+    global _client_root, _root
     _client_root = (resolved, given) if given != resolved else None
+    _root = resolved
     path_to_uri.cache_clear()
+
+
+def reading_roots() -> list[Path | str]:
+    return [_root, *_flow_folders]
+
+
+def flow_folder_of(header: Header) -> None:
+    """Let the server read the files beside the flow file a run's tape names (for their lines)."""
+    if header.flowFile and "\0" not in header.flowFile and len(_flow_folders) < 256:
+        _flow_folders.add(os.path.dirname(os.path.abspath(header.flowFile)))
+
+
+def read_named(path: Path | str) -> str | None:
+    """The text of a file a tape or the client names, read as guarded.py reads it (a regular file,
+    inside the workspace or a run's flow folder, of a bounded size); None when it is not available."""
+    try:
+        return read_text(path, roots=reading_roots())
+    except (OSError, ValueError):
+        return None
 
 
 def named_by_client(uri: str) -> Path | None:
@@ -40,7 +66,10 @@ def named_by_client(uri: str) -> Path | None:
 @functools.lru_cache(maxsize=1024)
 def path_to_uri(path: str) -> str:
     # Called for every streamed step: resolving the path each time was most of the server's work.
-    resolved = Path(path).resolve()
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a loop of symlinks: a name, not a file
+        return "file://" + quote(path)
     named = _client_uris.get(str(resolved))
     if named is not None:
         return named
@@ -117,20 +146,24 @@ class Locator:
         try:
             st = os.stat(file)
             stamp = (st.st_mtime_ns, st.st_size)
-        except OSError:
+        except (OSError, ValueError):  # gone, or a name with a NUL byte
             stamp = (0, -1)
         known = self._lengths.get(file)
         if known is None or known[0] != stamp:
-            try:
-                text = Path(file).read_text(encoding="utf-8", errors="replace")
-                lengths = [len(ln.encode("utf-16-le")) // 2 for ln in split_lines(text)]
-            except OSError:
-                lengths = []
+            text = read_named(file)
+            lengths = [len(ln.encode("utf-16-le")) // 2 for ln in split_lines(text)] if text is not None else []
             if len(self._lengths) > 256:
                 self._lengths.clear()
             known = self._lengths[file] = (stamp, lengths)
         lengths = known[1]
         return lengths[line0] if 0 <= line0 < len(lengths) else 0
+
+    def prepare(self, header: Header) -> None:
+        """Read the lines of the files a run's actors are created in (off the event loop: call it
+        in a thread), so that placing its steps reads no file."""
+        flow_folder_of(header)
+        for file in {a.file for a in header.actors if a.file and not a.file.startswith("<")} | {header.flowFile}:
+            self.line_length(file, 0)
 
     def actor_range(self, header: Header, path: str) -> tuple[str, P.Range]:
         cached = self._actors.get(id(header))

@@ -310,7 +310,7 @@ def workspace(tmp_path: Path) -> Path:
 VSCODE_OPTIONS = {"clientCommands": ["flowtape.view.refresh"], "asksForStep": True}
 
 
-async def _start(client: LanguageClient, workspace: Path, preset: str, options: Any = None) -> None:
+async def start_session(client: LanguageClient, workspace: Path, preset: str, options: Any = None) -> None:
     await client.initialize_session(lsp.InitializeParams(
         capabilities=client_capabilities(preset),
         root_uri=uri_of(workspace),
@@ -321,14 +321,14 @@ async def _start(client: LanguageClient, workspace: Path, preset: str, options: 
 
 @pytest_lsp.fixture(config=CONFIG)
 async def client(lsp_client: LanguageClient, workspace: Path):  # type: ignore[no-untyped-def]
-    await _start(lsp_client, workspace, "visual-studio-code", VSCODE_OPTIONS)
+    await start_session(lsp_client, workspace, "visual-studio-code", VSCODE_OPTIONS)
     yield
     await lsp_client.shutdown_session()
 
 
 @pytest_lsp.fixture(config=CONFIG)
 async def nvim_client(lsp_client: LanguageClient, workspace: Path):  # type: ignore[no-untyped-def]
-    await _start(lsp_client, workspace, "neovim")
+    await start_session(lsp_client, workspace, "neovim")
     yield
     await lsp_client.shutdown_session()
 

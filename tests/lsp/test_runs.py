@@ -125,7 +125,7 @@ async def test_rerun_nested_actor_resumes_before_its_last_firing(client: Languag
         await command(client, "flowtape.rerunActor", {"runId": first["runId"], "uri": uri_of(flow), "line": 0})
     with pytest.raises(JsonRpcException, match="name the actor to rerun"):
         await command(client, "flowtape.rerunActor", {"runId": first["runId"]})
-    with pytest.raises(JsonRpcException, match="nope.py': no such file"):
+    with pytest.raises(JsonRpcException, match="no such file.*nope.py"):
         await command(client, "flowtape.rerunActor", {"runId": first["runId"], "uri": uri_of(workspace / "nope.py"), "line": 3})
 
 
