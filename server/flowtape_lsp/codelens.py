@@ -28,7 +28,7 @@ class WorkflowSite:
     def_line0: int
 
 
-def _is_workflow(decorator: ast.expr) -> bool:
+def is_workflow(decorator: ast.expr) -> bool:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     if isinstance(target, ast.Name):
         return target.id == "workflow"
@@ -48,7 +48,7 @@ def find_workflows(text: str) -> list[WorkflowSite]:
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            decorators = [d for d in node.decorator_list if _is_workflow(d)]
+            decorators = [d for d in node.decorator_list if is_workflow(d)]
             if decorators:
                 first = min(d.lineno for d in node.decorator_list)
                 found.append(WorkflowSite(node.name, first - 1, node.lineno - 1))

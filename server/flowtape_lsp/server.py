@@ -95,9 +95,13 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, inspect
+    from . import codelens, commands, inputs, inspect, outputs, search
 
     server = FlowtapeServer()
+
+    def start_runs() -> None:
+        if server.manager.start():  # the latest runs' diagnostics are back after a restart
+            server.manager.spawn(server.diagnostics.restore())
 
     @server.feature(lsp.INITIALIZE)
     def initialize(params: lsp.InitializeParams) -> None:
@@ -111,11 +115,14 @@ def create_server() -> FlowtapeServer:
             server.root = Path(root).resolve()
             use_client_root(Path(os.path.abspath(root)), server.root)
         # a client that never sends `initialized` still sees the runs on disk, a little later
-        asyncio.get_running_loop().call_later(2.0, server.manager.start)
+        asyncio.get_running_loop().call_later(2.0, start_runs)
 
     @server.feature(lsp.INITIALIZED)
     async def initialized(params: lsp.InitializedParams) -> None:
+        restore = server.manager._poller is None
         server.manager.start()
+        if restore:
+            server.manager.spawn(server.diagnostics.restore())
         for doc in list(server.workspace.text_documents.values()):
             server.diagnostics.schedule_check(doc.uri)
 
@@ -151,6 +158,9 @@ def create_server() -> FlowtapeServer:
     codelens.register(server)
     commands.register(server)
     inspect.register(server)
+    outputs.register(server)
+    inputs.register(server)
+    search.register(server)
     return server
 
 
