@@ -86,7 +86,8 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     assert done["status"] == "failed" and "two is not allowed" in done["error"]
     assert done["errorDetail"]["actor"] == "picky" and done["errorDetail"]["line"] == line_of(flow, "picky = Picky()")
     diags = await diagnostics_for(client, uri_of(flow), lambda ds: any(d.code == "run-failed" for d in ds))
-    (error,) = diags
+    error, raised_here = sorted(diags, key=lambda d: d.code != "run-failed")  # and the line that raised: issue 22
+    assert raised_here.code == "run-raised" and raised_here.range.start.line == line_of(flow, "raise ValueError")
     assert error.severity == lsp.DiagnosticSeverity.Error
     assert error.range.start.line == line_of(flow, "picky = Picky()")
     raised = line_of(flow, "raise ValueError") + 1
