@@ -1,6 +1,12 @@
 /** The step detail panel: a webview rendering `flowtape/stepDetail`. */
 import * as vscode from "vscode";
-import type { StepDetail } from "./core/protocol";
+import type { FiringDetail, OutputPreview, StepDetail } from "./core/protocol";
+
+/** What the panel shows besides the step: the inner firing the stepper is on, the run's outputs. */
+export interface DetailExtra {
+  firing?: Pick<FiringDetail, "actor" | "fireCount">;
+  outputs?: OutputPreview[];
+}
 
 function esc(s: unknown): string {
   const text = typeof s === "string" ? s : JSON.stringify(s, null, 2) ?? "";
@@ -20,7 +26,28 @@ function queueTable(title: string, rows: { queue: string; tokens: string[]; size
   return `<h2>${esc(title)}</h2><table><thead><tr><th>queue</th><th>tokens</th></tr></thead><tbody>${body}</tbody></table>`;
 }
 
-export function renderDetail(d: StepDetail): string {
+/** A composite step's firings, each with what it took and put (not merged into the step's). */
+function firingsSection(d: StepDetail, extra: DetailExtra): string {
+  const inner = (d.firings ?? []).filter((f) => f.actor !== d.actor || f.fireCount !== d.fireCount);
+  if (!inner.length) return "";
+  const rows = inner.map((f, i) => {
+    const on = extra.firing && extra.firing.actor === f.actor && extra.firing.fireCount === f.fireCount;
+    const io = (rows: { queue: string; tokens: string[] }[]) =>
+      rows.length ? rows.map((r) => `<code>${esc(r.queue)}</code> ${tokenList(r.tokens)}`).join("") : `<span class="muted">nothing</span>`;
+    return `<tr class="${on ? "current" : ""}"><td>${i + 1}</td><td><code>${esc(f.actor)}</code> · fire ${f.fireCount}${on ? " ◀" : ""}<br><span class="muted">${esc(f.actorKind)} · ${f.replayed ? "replayed" : "live"}</span></td><td>${io(f.taken)}</td><td>${io(f.put)}</td></tr>`;
+  }).join("");
+  return `<h2 id="inner">Inner firings (${inner.length})</h2><table><thead><tr><th>#</th><th>firing</th><th>took</th><th>put</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+function outputsSection(extra: DetailExtra): string {
+  if (!extra.outputs?.length) return "";
+  const rows = extra.outputs.map((o) => `<tr><td><code>${esc(o.port)}</code> <span class="muted">(${o.count})</span></td><td><code>${esc(o.preview)}</code></td></tr>`).join("");
+  return `<h2 id="outputs">Run outputs</h2><table><thead><tr><th>port</th><th>tokens</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+export function renderDetail(d: StepDetail, extra: DetailExtra = {}): string {
+  const own = (d.firings ?? []).find((f) => f.actor === d.actor && f.fireCount === d.fireCount);
+  const inner = firingsSection(d, extra);
   const states = d.states?.length
     ? `<table><thead><tr><th>actor</th><th>fired</th><th>state</th></tr></thead><tbody>${d.states
         .map((s) => `<tr><td><code>${esc(s.actor)}</code></td><td>${s.fireCount}</td><td>${
@@ -39,11 +66,14 @@ h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.4em; border-bottom
 table { border-collapse: collapse; width: 100%; } td, th { text-align: left; vertical-align: top; padding: 3px 8px; border-bottom: 1px solid var(--vscode-panel-border); }
 code, pre { font-family: var(--vscode-editor-font-family); } pre { margin: 0; white-space: pre-wrap; }
 .muted { color: var(--vscode-descriptionForeground); } ol.tokens { margin: 0; padding-left: 1.4em; }
+tr.current { background: var(--vscode-list-activeSelectionBackground); color: var(--vscode-list-activeSelectionForeground); }
 </style></head><body>
 <h1 id="title">Step ${d.step} · ${esc(d.actor)} · fire ${d.fireCount}</h1>
 <p class="muted">${esc(d.actorKind)} · run <code>${esc(d.runId)}</code></p>
-${queueTable("Taken", d.taken)}
-${queueTable("Put", d.put)}
+${inner && own ? queueTable("Taken (by the step)", own.taken) : queueTable("Taken", d.taken)}
+${inner && own ? queueTable("Put (by the step)", own.put) : queueTable("Put", d.put)}
+${inner}
+${outputsSection(extra)}
 ${queueTable("Queues after this step", d.queues)}
 <h2>Actor states</h2>${states}
 ${chat}
@@ -57,7 +87,7 @@ export class DetailPanel {
     return this.panel !== undefined;
   }
 
-  show(detail: StepDetail, reveal = true): void {
+  show(detail: StepDetail, reveal = true, extra: DetailExtra = {}): void {
     if (!this.panel) {
       this.panel = vscode.window.createWebviewPanel(
         "flowtape.stepDetail",
@@ -70,7 +100,7 @@ export class DetailPanel {
       this.panel.reveal(undefined, true);
     }
     this.panel.title = `Step ${detail.step} · ${detail.actor}`;
-    this.panel.webview.html = renderDetail(detail);
+    this.panel.webview.html = renderDetail(detail, extra);
   }
 
   dispose(): void {

@@ -14,24 +14,30 @@ import {
 } from "vscode-languageclient/node";
 import { StepStore } from "./core/stepStore";
 import { Stepper, parseGoTo } from "./core/stepper";
-import { statusText, stepLabel, shortRunId } from "./core/format";
+import { finishMessage, firingLabel, statusText, stepLabel, shortRunId } from "./core/format";
+import { pageOf } from "./core/groups";
 import {
   Methods,
   ServerCommands,
   type GetStepsResult,
+  type FiringDetail,
+  type FindStepsResult,
   type RunFinishedParams,
+  type RunOutputsResult,
   type RunStartResult,
   type RunStartedParams,
   type RunsResult,
   type StepDetail,
   type StepInfo,
   type StepsParams,
+  type WorkflowInputsResult,
 } from "./core/protocol";
-import { RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsTree";
+import { FiringNode, RunsTreeProvider, StepNode, RunNode, innerFirings, isComposite, sameUri, type Node } from "./runsTree";
 import { DetailPanel } from "./detail";
 import { checkFlowtape, choosePython } from "./python";
-
-const PAGE = 5000; // steps a getSteps page asks for (the server gives up to 10,000)
+import { offerInstall } from "./install";
+import { askInputs } from "./runInputs";
+import { StepFinder } from "./stepFinder";
 
 class Flowtape implements vscode.Disposable {
   readonly store = new StepStore({ batchMs: 50 });
@@ -55,13 +61,34 @@ class Flowtape implements vscode.Disposable {
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   /** A run we asked for (resume/rerun) whose runStarted the stepper should follow. */
   private readonly follow = new Set<string>();
+  /** Runs started from this window: their finish is told in a notification. */
+  private readonly mine = new Set<string>();
+  /** The firings of steps asked for (`runId:step`), for inner firings. */
+  private readonly firingsOf = new Map<string, Promise<FiringDetail[]>>();
+  /** The inner firings of composite steps, once known (`runId:step`). */
+  private readonly innerKnown = new Map<string, FiringDetail[]>();
   private detailAsked = 0;
+  private readonly finder: StepFinder;
   /** Server errors already shown, so that a damaged run says so once, not at every keypress. */
   private readonly told = new Set<string>();
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.tree = new RunsTreeProvider(this.store);
-    this.tree.loadSteps = (runId) => this.loadSteps(runId);
+    this.tree.loadRange = (runId, from, to) => this.loadRange(runId, from, to);
+    this.tree.loadFirings = (runId, step) => this.firings(runId, step);
+    this.finder = new StepFinder({
+      store: this.store,
+      tree: this.tree,
+      runId: () => this.stepper.runId,
+      currentStep: () => this.currentStep(),
+      currentFiring: () => this.currentFiring(),
+      request: (method, params) => this.request(method, params),
+      goTo: async (runId, step) => {
+        if (this.stepper.runId !== runId) await this.selectRun(runId, step);
+        await this.move((s) => s.goTo(step));
+      },
+      tell: (m) => this.tell(m),
+    });
     this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
     this.status = vscode.window.createStatusBarItem("flowtape.stepper", vscode.StatusBarAlignment.Left, 50);
     this.status.name = "Flowtape Stepper";
@@ -132,7 +159,7 @@ class Flowtape implements vscode.Disposable {
     const problem = await checkFlowtape(python, cwd);
     if (problem) {
       this.log(`cannot import flowtape with ${python}: ${problem}`);
-      void this.offerFix(python, problem);
+      void offerInstall({ extensionPath: this.context.extensionPath, log: (l) => this.log(l), output: this.output, restart: () => this.restart() }, python, problem);
       return;
     }
     const extra = vscode.workspace.getConfiguration("flowtape").get<string[]>("server.extraArgs", []);
@@ -154,9 +181,17 @@ class Flowtape implements vscode.Disposable {
             if (at === undefined) return undefined;
             args = [{ ...args[0], step: at }];
           }
+          if (command === ServerCommands.run && isRunParams(args[0]) && args[0].inputs === undefined) {
+            const inputs = await this.askRunInputs(args[0]);
+            if (inputs === undefined) return undefined;
+            if (Object.keys(inputs).length) args = [{ ...args[0], inputs }];
+          }
           if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
             const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
-            if (result?.runId) this.followRun(result.runId);
+            if (result?.runId) {
+              this.mine.add(result.runId);
+              this.followRun(result.runId);
+            }
             return result;
           }
           return this.tryCommand(command, args, next);
@@ -200,25 +235,6 @@ class Flowtape implements vscode.Disposable {
           if (pick === "Show Output") this.output.show(true);
           else if (pick === "Choose Interpreter") void vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
         });
-    }
-  }
-
-  private async offerFix(python: string, problem: string): Promise<void> {
-    const install = "Install Flowtape";
-    const choose = "Choose Interpreter";
-    const pick = await vscode.window.showErrorMessage(
-      `Flowtape: ${python} cannot import flowtape (${problem}).`,
-      install,
-      choose,
-    );
-    if (pick === install) {
-      const term = vscode.window.createTerminal("Flowtape install");
-      term.show();
-      term.sendText(`${shellQuote(python)} -m pip install flowtape`);
-      const again = await vscode.window.showInformationMessage("When pip is done, restart the Flowtape server.", "Restart Server");
-      if (again) await this.restart();
-    } else if (pick === choose) {
-      await vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
     }
   }
 
@@ -287,7 +303,19 @@ class Flowtape implements vscode.Disposable {
     } catch {
       return; // not a file of the workspace: no flow of it
     }
-    if (!result?.runs?.length || vscode.window.activeTextEditor?.document.uri.toString() !== uri) return;
+    if (vscode.window.activeTextEditor?.document.uri.toString() !== uri) return;
+    if (!result?.runs?.length) {
+      // A module the stepper's run has actors in keeps the view on its flow; any other file that
+      // never ran shows no other flow's step.
+      const runId = this.stepper.runId;
+      const fromRun = runId && this.store.steps(runId).slice(-2000).some((s) => sameUri(s.uri, uri));
+      if (!fromRun && result) {
+        this.setFlow(uri);
+        this.store.setRuns([]);
+        await this.selectRun(undefined);
+      }
+      return;
+    }
     this.setFlow(uri);
     await this.applyRuns(result);
   }
@@ -325,44 +353,78 @@ class Flowtape implements vscode.Disposable {
     }
   }
 
-  /** Load all steps of a run that is not streaming, page by page. */
-  loadSteps(runId: string): Promise<void> {
-    const existing = this.loading.get(runId);
+  /** Load the pages of a run's steps `from`..`to` that are not loaded yet (a page: 1,000 steps,
+   *  as the tree's groups hold them); a run's first page also tells how many steps it has. */
+  async loadRange(runId: string, from: number, to: number): Promise<void> {
+    const jobs: Promise<void>[] = [];
+    for (let n = pageOf(Math.max(1, from)).from; n <= Math.max(from, to); n += pageOf(n).limit) {
+      const page = pageOf(n);
+      const last = Math.min(page.from + page.limit - 1, Math.max(this.store.total(runId), page.from));
+      if (this.store.step(runId, page.from) && this.store.step(runId, last)) continue;
+      jobs.push(this.loadPage(runId, page.from, page.limit));
+    }
+    await Promise.all(jobs);
+  }
+
+  private loadPage(runId: string, from: number, limit: number): Promise<void> {
+    const key = `${runId}:${from}`;
+    const existing = this.loading.get(key);
     if (existing) return existing;
     const job = (async () => {
-      for (let guard = 0; guard < 10000; guard++) {
-        const from = this.store.loadedCount(runId) + 1;
-        let page: GetStepsResult | undefined;
-        try {
-          page = await this.request<GetStepsResult>(Methods.getSteps, { runId, from, limit: PAGE });
-        } catch (e) {
-          this.store.setError(runId, errorText(e)); // shown under the run, instead of no steps
-          this.tell(`run ${shortRunId(runId)}: ${errorText(e)}`);
-          return;
-        }
-        if (!page) return;
-        this.store.clearError(runId); // an earlier failure (a restart mid-load, say) is over
-        this.store.putSteps(runId, page.steps ?? [], page.total);
-        if (!page.steps?.length || this.store.loadedCount(runId) >= page.total) return;
+      let page: GetStepsResult | undefined;
+      try {
+        page = await this.request<GetStepsResult>(Methods.getSteps, { runId, from, limit });
+      } catch (e) {
+        this.store.setError(runId, errorText(e)); // shown under the run, instead of no steps
+        this.tell(`run ${shortRunId(runId)}: ${errorText(e)}`);
+        return;
       }
-    })().finally(() => this.loading.delete(runId));
-    this.loading.set(runId, job);
+      if (!page) return;
+      this.store.clearError(runId); // an earlier failure (a restart mid-load, say) is over
+      this.store.putSteps(runId, page.steps ?? [], page.total);
+    })().finally(() => this.loading.delete(key));
+    this.loading.set(key, job);
     return job;
   }
 
+  /** A finished run's step count and first page, when nothing of it is loaded yet. */
+  private async ensureSteps(runId: string, around?: number): Promise<void> {
+    if (this.store.isLive(runId)) return;
+    if (!this.store.step(runId, 1)) await this.loadRange(runId, 1, 1);
+    const n = around ?? this.store.total(runId);
+    if (n > 0 && !this.store.step(runId, n)) await this.loadRange(runId, n, n);
+  }
+
+  /** A step's firings (its own and, for a composite step, the inner ones), asked once. */
+  firings(runId: string, step: number): Promise<FiringDetail[]> {
+    const key = `${runId}:${step}`;
+    let known = this.firingsOf.get(key);
+    if (!known) {
+      known = (async () => {
+        const detail = await this.request<StepDetail>(Methods.stepDetail, { runId, step });
+        return detail?.firings ?? [];
+      })();
+      known.catch(() => this.firingsOf.delete(key)); // asked again next time
+      if (this.firingsOf.size > 2000) this.firingsOf.clear();
+      this.firingsOf.set(key, known);
+    }
+    return known;
+  }
+
+  /** Point the stepper at a run: at step `index`, else at its last step (what the hints show of
+   *  a run nobody stepped through). */
   private async selectRun(runId: string | undefined, index = 0): Promise<void> {
-    this.stepper.setRun(runId, runId ? this.store.loadedCount(runId) : 0, index);
+    this.stepper.setRun(runId, runId ? this.store.total(runId) : 0, index || (runId ? this.store.total(runId) : 0));
     this.tree.cursor = { runId, step: this.stepper.index };
     this.tree.refresh();
     this.updateStatus();
     this.decorate();
-    if (runId && !this.store.isLive(runId) && !this.store.complete(runId)) {
-      await this.loadSteps(runId);
+    if (runId && !this.store.isLive(runId)) {
+      await this.ensureSteps(runId, index || undefined);
       if (this.stepper.runId === runId) {
-        this.stepper.setTotal(this.store.loadedCount(runId));
-        if (index) this.stepper.goTo(index);
-        this.updateStatus();
-        this.decorate();
+        this.stepper.setTotal(this.store.total(runId));
+        this.stepper.goTo(index || this.store.total(runId));
+        this.applyCursor({ openEditor: false });
       }
     }
   }
@@ -375,14 +437,19 @@ class Flowtape implements vscode.Disposable {
         this.setFlow(p.uri); // a run of another flow, started here: the view goes with it, earlier runs too
         this.scheduleRefresh();
       }
-      // A run started elsewhere (a terminal) is shown; it takes the stepper only from no step, and
-      // only a run started here is followed.
-      if (!mine && this.stepper.runId && this.stepper.index > 0) return;
-      void this.selectRun(p.runId).then(() => {
-        if (mine) this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
-        this.revealRun(p.runId);
-      });
+      // A run started elsewhere (a terminal) is shown; it takes the stepper only from one at rest
+      // (no step, or the last step of a finished run), and only a run started here is followed.
+      if (!mine && this.stepper.runId && !this.atRest()) return;
+      const selected = this.selectRun(p.runId);
+      if (mine) this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
+      void selected.then(() => this.revealRun(p.runId));
     }
+  }
+
+  /** The stepper is on no step, or on the last step of a run that no longer grows. */
+  private atRest(): boolean {
+    const runId = this.stepper.runId;
+    return !runId || this.stepper.index === 0 || (!this.store.isLive(runId) && this.stepper.index === this.stepper.total && this.stepper.inner === 0);
   }
 
   /** Show a run expanded in the view (after the view has drawn it). */
@@ -397,6 +464,12 @@ class Flowtape implements vscode.Disposable {
 
   private onRunFinished(p: RunFinishedParams): void {
     this.store.runFinished(p.runId, p.status);
+    const mine = this.mine.delete(p.runId);
+    // The server's hints go to a newer run's last step when it finishes; the stepper's step stays "now".
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    const c = this.ready();
+    if (runId && runId !== p.runId && step && c) void c.sendNotification(Methods.selectStep, { runId, step: step.step }).then(undefined, () => undefined);
     if (p.replayStopped?.length) {
       this.store.markDiverged(p.runId, p.replayStopped.map((d) => d.step).filter((n) => Number.isInteger(n)));
       const d = p.replayStopped[0];
@@ -404,7 +477,17 @@ class Flowtape implements vscode.Disposable {
         `Flowtape: replay of run ${shortRunId(p.runId)} diverged at step ${d.step} (${d.actor}, fire ${d.fireCount}): ${d.reason}`,
       );
     } else if (p.status === "failed" && p.error) {
-      void vscode.window.showErrorMessage(`Flowtape: run ${shortRunId(p.runId)} failed: ${p.error}`);
+      void vscode.window.showErrorMessage(`Flowtape: ${finishMessage(p, shortRunId(p.runId))}`, "Show Failure").then((pick) => {
+        const e = p.errorDetail;
+        const at = e?.raisedUri ? { uri: e.raisedUri, line: e.raisedLine ?? 0 } : e?.uri ? { uri: e.uri, line: e.line ?? 0 } : undefined;
+        if (pick && at) void vscode.window.showTextDocument(vscode.Uri.parse(at.uri), { selection: new vscode.Range(at.line, 0, at.line, 0) });
+      });
+    } else if (mine && p.status === "succeeded") {
+      const outputs = p.outputs && typeof p.outputs === "object" && Object.keys(p.outputs).length > 0;
+      void vscode.window.showInformationMessage(`Flowtape: ${finishMessage(p, shortRunId(p.runId))}`, ...(outputs ? ["Open Outputs"] : []))
+        .then((pick) => {
+          if (pick) void this.openOutputs(p.runId);
+        });
     }
     this.scheduleRefresh(200);
   }
@@ -412,7 +495,7 @@ class Flowtape implements vscode.Disposable {
   private onStoreChange(changed: Set<string>): void {
     const runId = this.stepper.runId;
     if (runId && changed.has(runId)) {
-      const moved = this.stepper.setTotal(this.store.loadedCount(runId));
+      const moved = this.stepper.setTotal(this.store.total(runId));
       if (moved) this.applyCursor({ openEditor: false });
       else this.updateStatus();
     }
@@ -435,12 +518,15 @@ class Flowtape implements vscode.Disposable {
       return;
     }
     const step = this.currentStep();
-    this.status.text = `$(debug-step-over) ${statusText(this.stepper.index, this.stepper.total, step?.actor)}`;
+    const firing = this.currentFiring();
+    const inner = firing ? ` › ${firingLabel(firing)} (${this.stepper.inner}/${this.innerKnown.get(`${runId}:${step?.step}`)?.length ?? "?"})` : "";
+    this.status.text = `$(debug-step-over) ${statusText(this.stepper.index, this.stepper.total, step?.actor)}${inner}`;
     const run = this.store.run(runId);
     this.status.tooltip = new vscode.MarkdownString(
       `Flowtape stepper — run \`${runId}\`${run ? ` (${run.status})` : ""}\n\n` +
         (step ? `${stepLabel(step)}${step.replayed ? " · replayed" : ""}${step.diverged ? " · diverged" : ""}\n\n` : "") +
-        "Alt+[ / Alt+] step, Alt+Home / Alt+End first/last, Alt+G go to step",
+        "Alt+[ / Alt+] step, Alt+Home / Alt+End first/last, Alt+G go to step; F11 / Shift+F11 step into / out of a composite step, " +
+        "Alt+Shift+[ / Alt+Shift+] previous / next firing of this actor",
     );
     this.status.show();
     if (step) this.resumeItem.show();
@@ -457,41 +543,85 @@ class Flowtape implements vscode.Disposable {
       }
     }
     const runId = this.stepper.runId;
-    if (runId && !this.store.isLive(runId) && !this.store.complete(runId)) {
-      await this.loadSteps(runId);
+    if (runId && !this.store.isLive(runId) && !this.store.step(runId, 1)) {
+      await this.ensureSteps(runId);
       if (this.stepper.runId !== runId) return; // another run was chosen while its steps loaded
-      this.stepper.setTotal(this.store.loadedCount(runId));
     }
+    if (runId) this.stepper.setTotal(this.store.total(runId));
     this.stepper.follow = false;
     fn(this.stepper);
+    if (runId && this.stepper.index > 0 && !this.store.step(runId, this.stepper.index)) {
+      const at = this.stepper.index;
+      this.updateStatus(); // (the step number moves at once; its row and line when its page is in)
+      await this.loadRange(runId, at, at);
+      if (this.stepper.runId !== runId || this.stepper.index !== at) return; // moved on meanwhile
+    }
     if (this.stepper.index === this.stepper.total && this.store.isLive(runId ?? "")) {
       this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
     }
     this.applyCursor({ openEditor: true });
   }
 
+  /** One "now": the status bar, the tree selection, the line marker, the hints (selectStep) and
+   *  the detail panel all show the stepper's step (or the inner firing it is on). */
   private applyCursor(opts: { openEditor: boolean }): void {
     const runId = this.stepper.runId;
     const step = this.currentStep();
-    this.tree.cursor = { runId, step: this.stepper.index };
+    const firing = this.currentFiring();
+    this.tree.cursor = { runId, step: this.stepper.index, inner: firing ? this.stepper.inner : 0 };
     this.updateStatus();
     if (!runId || !step) {
       this.decorate();
       return;
     }
     if (this.view.visible) {
-      void this.view.reveal(this.tree.stepNode(runId, step.step), { select: true, focus: false }).then(undefined, () => undefined);
+      const node = (firing && this.tree.firingNode(runId, step.step, this.stepper.inner)) || this.tree.stepNode(runId, step.step);
+      void this.view.reveal(node, { select: true, focus: false, expand: firing ? undefined : false }).then(undefined, () => undefined);
     }
-    void this.showLine(step, opts.openEditor);
+    void this.showLine(firing ?? step, opts.openEditor);
     const c = this.ready();
     if (c) void c.sendNotification(Methods.selectStep, { runId, step: step.step }).then(undefined, () => undefined);
     if (this.detail.isOpen) void this.showDetail(false);
   }
 
-  private async showLine(step: StepInfo, openEditor: boolean): Promise<void> {
+  /** The inner firing of a composite step the stepper is on, once the step's firings are known. */
+  private currentFiring(): FiringDetail | undefined {
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    if (!runId || !step || this.stepper.inner === 0) return undefined;
+    return this.innerKnown.get(`${runId}:${step.step}`)?.[this.stepper.inner - 1];
+  }
+
+  /** The inner firings of a step (none for a simple one). */
+  private async innerOf(runId: string, step: StepInfo): Promise<FiringDetail[]> {
+    if (!isComposite(step)) return [];
+    const inner = innerFirings(step, await this.firings(runId, step.step));
+    this.innerKnown.set(`${runId}:${step.step}`, inner);
+    this.tree.setFirings(runId, step.step, inner);
+    return inner;
+  }
+
+  /** Step into (F11): from a composite step to its first inner firing, then on through them. */
+  private async stepInto(): Promise<void> {
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    let count = 0;
+    if (runId && step && this.stepper.inner === 0) {
+      try {
+        count = (await this.innerOf(runId, step)).length;
+      } catch (e) {
+        this.tell(`step ${step.step}'s inner firings: ${errorText(e)}`);
+        return;
+      }
+      if (this.stepper.runId !== runId || this.stepper.index !== step.step) return; // moved meanwhile
+    }
+    await this.move((s) => s.stepInto(count));
+  }
+
+  private async showLine(site: Pick<StepInfo, "uri" | "range">, openEditor: boolean): Promise<void> {
     let uri: vscode.Uri;
     try {
-      uri = vscode.Uri.parse(step.uri);
+      uri = vscode.Uri.parse(site.uri);
     } catch {
       return;
     }
@@ -501,32 +631,37 @@ class Flowtape implements vscode.Disposable {
         this.navigatingTo = uri.toString();
         editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true });
       } catch (e) {
-        this.log(`cannot open ${step.uri}: ${String(e)}`);
+        this.log(`cannot open ${site.uri}: ${String(e)}`);
       } finally {
         this.navigatingTo = undefined;
       }
     }
     this.decorate();
     if (editor) {
-      const line = Math.min(step.range.start.line, editor.document.lineCount - 1);
+      const line = Math.min(site.range.start.line, editor.document.lineCount - 1);
       editor.revealRange(new vscode.Range(line, 0, line, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     }
   }
 
-  /** Highlight the creation line of the current step's actor in every editor showing its file. */
+  /** Highlight the creation line of the current step's actor (or inner firing's) in every editor showing its file. */
   private decorate(): void {
     const step = this.currentStep();
+    const firing = this.currentFiring();
+    const site = firing ?? step;
     for (const editor of vscode.window.visibleTextEditors) {
-      if (step && sameUri(editor.document.uri.toString(), step.uri)) {
-        const line = Math.min(step.range.start.line, editor.document.lineCount - 1);
+      if (step && site && sameUri(editor.document.uri.toString(), site.uri)) {
+        const line = Math.min(site.range.start.line, editor.document.lineCount - 1);
         const range = new vscode.Range(line, 0, line, 0);
+        const what = firing
+          ? `step ${step.step} › ${firingLabel(firing)}${firing.replayed ? " · replayed" : ""}`
+          : `step ${step.step} · fire ${step.fireCount}${step.replayed ? " · replayed" : ""}`;
         editor.setDecorations(this.lineDecoration, [
           {
             range,
-            hoverMessage: `Flowtape step ${stepLabel(step)}${step.replayed ? " (replayed)" : ""}`,
+            hoverMessage: `Flowtape ${firing ? what : `step ${stepLabel(step)}${step.replayed ? " (replayed)" : ""}`}`,
             renderOptions: {
               after: {
-                contentText: `  ◀ step ${step.step} · fire ${step.fireCount}${step.replayed ? " · replayed" : ""}`,
+                contentText: `  ◀ ${what}`,
                 color: new vscode.ThemeColor("editorCodeLens.foreground"),
               },
             },
@@ -548,9 +683,9 @@ class Flowtape implements vscode.Disposable {
       void vscode.window.showInformationMessage("Flowtape: no run to step through.");
       return;
     }
-    if (!this.store.isLive(runId)) await this.loadSteps(runId);
+    await this.ensureSteps(runId);
     if (this.stepper.runId !== runId) return; // another run was chosen meanwhile
-    this.stepper.setTotal(this.store.loadedCount(runId));
+    this.stepper.setTotal(this.store.total(runId));
     const total = this.stepper.total;
     const value = await vscode.window.showInputBox({
       title: `Go to step (run ${shortRunId(runId)})`,
@@ -618,10 +753,14 @@ class Flowtape implements vscode.Disposable {
   private async showDetail(reveal = true, arg?: unknown): Promise<void> {
     const at = arg instanceof StepNode ? { runId: arg.runId, step: arg.step } : await this.stepFromArg(undefined);
     if (!at) return;
+    const firing = arg instanceof StepNode ? undefined : this.currentFiring();
+    const run = this.store.run(at.runId);
+    // a finished run's last step: its outputs too
+    const outputs = run && run.status !== "running" && at.step === this.store.total(at.runId) ? run.outputs ?? undefined : undefined;
     const asked = ++this.detailAsked; // answers may come back out of order: only the latest shows
     try {
       const detail = await this.request<StepDetail>(Methods.stepDetail, at);
-      if (detail && asked === this.detailAsked) this.detail.show(detail, reveal);
+      if (detail && asked === this.detailAsked) this.detail.show(detail, reveal, { firing, outputs });
     } catch (e) {
       if (asked === this.detailAsked) this.tell(`step detail: ${errorText(e)}`);
     }
@@ -631,6 +770,15 @@ class Flowtape implements vscode.Disposable {
     const reg = (id: string, fn: (...args: unknown[]) => unknown) =>
       this.disposables.push(vscode.commands.registerCommand(id, fn));
     reg("flowtape.stepper.previous", () => this.move((s) => s.previous()));
+    reg("flowtape.stepper.stepInto", () => this.stepInto());
+    reg("flowtape.stepper.stepOver", () => this.move((s) => s.stepOver()));
+    reg("flowtape.stepper.stepOut", () => this.move((s) => s.stepOut()));
+    reg("flowtape.stepper.nextOfActor", () => this.finder.nextOfActor("next"));
+    reg("flowtape.stepper.previousOfActor", () => this.finder.nextOfActor("previous"));
+    reg("flowtape.view.filterActor", (arg) => this.finder.filterActor(arg));
+    reg("flowtape.view.findValue", (arg) => this.finder.findValue(arg));
+    reg("flowtape.view.clearFilter", (arg) => this.finder.clear(typeof arg === "string" ? arg : undefined));
+    reg("flowtape.view.openOutputs", (runId, port) => this.openOutputs(runId, port));
     reg("flowtape.stepper.next", () => this.move((s) => s.next()));
     reg("flowtape.stepper.first", () => this.move((s) => s.first()));
     reg("flowtape.stepper.last", () => this.move((s) => s.last()));
@@ -648,9 +796,18 @@ class Flowtape implements vscode.Disposable {
     });
     reg("flowtape.view.restartServer", () => this.restart());
     reg("flowtape.view.select", async (arg) => {
-      if (!(arg instanceof StepNode)) return;
-      if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId);
+      if (!(arg instanceof StepNode) && !(arg instanceof FiringNode)) return;
+      if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId, arg.step);
       await this.move((s) => s.goTo(arg.step));
+      if (arg instanceof FiringNode) {
+        const step = this.currentStep();
+        if (!step || step.step !== arg.step) return;
+        const inner = await this.innerOf(arg.runId, step);
+        if (this.stepper.index !== arg.step) return;
+        this.stepper.stepInto(inner.length);
+        while (this.stepper.inner < arg.index && this.stepper.index === arg.step && this.stepper.stepOver());
+        this.applyCursor({ openEditor: true });
+      }
     });
     reg("flowtape.view.stopRun", async (arg) => {
       const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;
@@ -723,6 +880,35 @@ class Flowtape implements vscode.Disposable {
     return value === undefined ? undefined : Number(value.trim());
   }
 
+  /** Every output token of a run, in a JSON document of its own (one port, or all). */
+  private async openOutputs(runId: unknown, port?: unknown): Promise<void> {
+    if (typeof runId !== "string") return;
+    let result: RunOutputsResult | undefined;
+    try {
+      result = await this.request<RunOutputsResult>(Methods.runOutputs, { runId });
+    } catch (e) {
+      this.tell(`run ${shortRunId(runId)}'s outputs: ${errorText(e)}`);
+      return;
+    }
+    if (!result) return;
+    const shown = typeof port === "string" ? { [port]: result.outputs?.[port] ?? [] } : result.outputs;
+    const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(shown, null, 2) });
+    await vscode.window.showTextDocument(doc, { preview: true });
+  }
+
+  /** The inputs for "▶ Run" on a workflow that declares some: asked for; undefined if cancelled. */
+  private async askRunInputs(params: { uri: string; workflow?: string }): Promise<Record<string, unknown> | undefined> {
+    let asked: WorkflowInputsResult | undefined;
+    try {
+      asked = await this.request<WorkflowInputsResult>(Methods.workflowInputs, { uri: params.uri, workflow: params.workflow });
+    } catch (e) {
+      this.log(`the workflow's inputs could not be read: ${errorText(e)}`);
+      return {}; // the run itself says what is wrong
+    }
+    if (!asked?.inputs?.length) return {};
+    return askInputs(asked);
+  }
+
   log(line: string): void {
     this.output.appendLine(`[flowtape] ${line}`);
   }
@@ -736,6 +922,10 @@ class Flowtape implements vscode.Disposable {
   }
 }
 
+function isRunParams(arg: unknown): arg is { uri: string; workflow?: string; inputs?: Record<string, unknown> } {
+  return !!arg && typeof arg === "object" && typeof (arg as { uri?: unknown }).uri === "string";
+}
+
 function isRunOnly(arg: unknown): arg is { runId: string } {
   return !!arg && typeof arg === "object" && typeof (arg as { runId?: unknown }).runId === "string" && (arg as { step?: unknown }).step === undefined;
 }
@@ -745,9 +935,6 @@ function errorText(e: unknown): string {
   return String(e);
 }
 
-function shellQuote(s: string): string {
-  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
 
 let instance: Flowtape | undefined;
 
