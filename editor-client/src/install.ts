@@ -10,6 +10,7 @@ import { execFile } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import * as path from "node:path";
 import { checkFlowtape } from "./python";
+import { pipReason } from "./core/pip";
 
 export interface Installer {
   extensionPath: string;
@@ -49,15 +50,6 @@ function run(command: string, args: string[], cwd: string | undefined, into: vsc
       }
     });
   });
-}
-
-/** The line of pip's output that says why it failed. */
-export function pipReason(output: string): string {
-  const lines = output.split("\n").map((l) => l.trim()).filter(Boolean);
-  const error = lines.find((l) => /externally-managed-environment/.test(l))
-    ? "the interpreter's environment is externally managed (a system Python): install into a virtual environment instead"
-    : lines.filter((l) => /^(ERROR|error):/.test(l)).pop() ?? lines.pop() ?? "pip failed";
-  return error.replace(/^(ERROR|error):\s*/, "");
 }
 
 function workspaceRoot(): string | undefined {

@@ -163,7 +163,8 @@ async def test_a_run_error_stands_on_its_actor_line_and_not_on_a_look_alike(clie
         "    connect(src.Out, sq.In)\n    connect(sq.Out, \"Result\")\n"))
     run = await command(client, "flowtape.run", {"uri": uri_of(factory)})
     assert (await collector(client).finished(run["runId"]))["status"] == "failed"
-    (error,) = await diagnostics_for(client, uri_of(squares), lambda ds: any(d.code == "run-failed" for d in ds))
+    diags = await diagnostics_for(client, uri_of(squares), lambda ds: any(d.code == "run-failed" for d in ds))
+    (error,) = [d for d in diags if d.code == "run-failed"]  # (and "run-raised" on the line that raised)
     assert error.range.start.line == line_of(squares, "return Square()")  # where the actor is created
 
     smoke = "@workflow\ndef smoke():\n    src = Source()\n    picky = Picky()\n    connect(src.Out, picky.In)\n\n\n"

@@ -22,7 +22,7 @@ const CODE_SERVER = join(ROOT, ".cache/code-server/package/out/node/entry.js");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const REAL_PYTHON = process.env.FLOWTAPE_PYTHON ?? join(ROOT, ".venv/bin/python");
 const PYTHON = REAL_PYTHON;
-const TOTAL_S = Number(process.env.E2E_TIMEOUT_S ?? 420);
+const TOTAL_S = Number(process.env.E2E_TIMEOUT_S ?? 900);
 const pkg = JSON.parse(readFileSync(join(CLIENT, "package.json"), "utf8"));
 
 const t0 = Date.now();
@@ -139,11 +139,11 @@ function setup() {
   // The extension, unpacked, as VS Code lays out an installed one.
   const dest = join(ext, `${pkg.publisher}.${pkg.name}-${pkg.version}`);
   mkdirSync(dest, { recursive: true });
-  for (const f of ["package.json", "README.md", "dist", "media"]) {
+  for (const f of ["package.json", "README.md", "dist", "media", "wheels"]) {
     if (existsSync(join(CLIENT, f))) cpSync(join(CLIENT, f), join(dest, f), { recursive: true });
   }
   mkdirSync(ws, { recursive: true });
-  cpSync(join(HERE, "fixture/flow.py"), join(ws, "flow.py"));
+  for (const f of ["flow.py", "failing.py", "scaled.py", "big.py", "never.py"]) cpSync(join(HERE, "fixture", f), join(ws, f));
   cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
   return { data, ext, ws };
 }
@@ -244,6 +244,56 @@ async function waitStatus(re, timeout = 15000) {
     await page.waitForTimeout(200);
   }
   throw new Error(`status bar never matched ${re} (last: "${last.slice(0, 200)}")`);
+}
+
+/** Open a workspace file in the editor (Ctrl+P). */
+async function openFile(name, marker = "") {
+  for (let i = 0; i < 3; i++) {
+    try {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("Control+P");
+      const input = page.locator(".quick-input-widget input");
+      await input.waitFor({ state: "visible", timeout: 5000 });
+      await input.fill(name);
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
+      await page.keyboard.press("Enter");
+      await page.locator(".tab.active", { hasText: name }).first().waitFor({ timeout: 10000 });
+      if (marker) await page.locator(".monaco-editor .view-lines", { hasText: marker }).first().waitFor({ timeout: 10000 });
+      return;
+    } catch (e) {
+      if (i === 2) throw e;
+      await page.waitForTimeout(1500);
+    }
+  }
+}
+
+async function clickRunLens() {
+  const lens = page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first();
+  await lens.waitFor({ timeout: 60000 });
+  await lens.click();
+}
+
+/** The texts of the notification toasts shown now. */
+async function toasts() {
+  return (await page.locator(".notifications-toasts .notification-toast").allInnerTexts()).map((t) => t.replace(/\s+/g, " "));
+}
+
+async function waitToast(re, timeout = 30000) {
+  const deadline = Date.now() + timeout;
+  let seen = [];
+  while (Date.now() < deadline) {
+    seen = await toasts();
+    const hit = seen.find((t) => re.test(t));
+    if (hit) return hit;
+    await page.waitForTimeout(300);
+  }
+  throw new Error(`no notification matching ${re} within ${timeout / 1000}s (seen: ${JSON.stringify(seen.map((t) => t.slice(0, 160)))})`);
+}
+
+/** Inlay hints of the editor, joined (they change when the stepper's step does). */
+async function hintText() {
+  return page.evaluate(() => [...document.querySelectorAll(".editor-instance .monaco-editor .view-lines span[class*='dyn-rule'], .editor-instance .monaco-editor .inlayHint, .editor-instance .monaco-editor [class*='inlay']")]
+    .map((e) => e.textContent).filter((t) => t && t.includes("×")).join(" | "));
 }
 
 /** Focus the flow editor: a click right of the text (never on a code lens). */
@@ -385,6 +435,19 @@ async function main() {
     await screenshot("run-streamed");
   });
 
+  await stage("outputs: an Outputs row on the run, in the finish notification, opened whole", async () => {
+    const toast = await waitToast(/succeeded · \d+ steps · Out = /, 20000);
+    log(`  notification: ${toast.slice(0, 160)}`);
+    const rows = await waitRows((rs) => rs.some((r) => /^Outputs\b/.test(r)) && rs.some((r) => /^Out\b.*5 tokens/.test(r)), "an Outputs row with `Out … 5 tokens`", 20000);
+    log(`  ${rows.filter((r) => /^Out/.test(r)).join(" | ").slice(0, 200)}`);
+    await screenshot("outputs-shown");
+    await page.locator(".notifications-toasts .notification-toast", { hasText: /Out = / }).first().locator("a, .monaco-button", { hasText: "Open Outputs" }).first().click();
+    await page.locator(".monaco-editor .view-lines", { hasText: "reviewed alpha" }).first().waitFor({ timeout: 15000 });
+    await screenshot("outputs-opened");
+    await page.keyboard.press("Control+W");
+    await openFile("flow.py", "@workflow");
+  }, { critical: false });
+
   await stage("keyboard stepping moves the status bar and the tree selection", async () => {
     await focusEditor();
     await page.keyboard.press("Alt+Home");
@@ -492,6 +555,166 @@ async function main() {
     await page.locator(".editor-group-container .tab", { hasText: /Step \d+/ }).first().waitFor({ timeout: 15000 });
     await page.waitForTimeout(1000);
     await screenshot("step-detail");
+  }, { critical: false });
+
+  await stage("a composite step expands to its inner firings; F11 steps into them, Shift+F11 out", async () => {
+    await openFile("flow.py", "@workflow");
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(/step 1\/\d+ · words/);
+    const row = sidebar().locator(".monaco-list-row", { hasText: /^\s*1 · words · fire 1/ }).first();
+    await row.locator(".monaco-tl-twistie").click();
+    await waitRows((rs) => rs.some((r) => /^words\/review · fire 1\b.*took/.test(r)), "an inner firing row `words/review · fire 1 … took …`", 20000);
+    await focusEditor();
+    await page.keyboard.press("F11");
+    await waitStatus(/step 1\/\d+ · words › words\/review · fire 1 \(1\/1\)/);
+    const selected = (await sidebar().locator(".monaco-list-row.selected").allInnerTexts()).map((t) => t.replace(/\s+/g, " "));
+    check(selected.some((t) => t.startsWith("words/review · fire 1")), `the inner firing's row should be selected, is ${JSON.stringify(selected)}`);
+    await screenshot("composite-expanded");
+    await page.keyboard.press("Shift+F11");
+    await waitStatus(/step 1\/\d+ · words(?! ›)/);
+    await page.keyboard.press("F11");
+    await page.keyboard.press("F10"); // past the last inner firing: the next step
+    await waitStatus(/step 2\/\d+ · collect/);
+  }, { critical: false });
+
+  await stage("a failed run: the failed firing's row, its traceback, an Error on the line that raised", async () => {
+    await openFile("failing.py", "@workflow");
+    const failing = join(dirs.ws, "failing.py");
+    await clickRunLens();
+    const rows = await waitRows((rs) => rs.some((r) => /^picky · fire 2 failed.*took 2 .*two is not allowed/.test(r)), "a row `picky · fire 2 failed · took 2 · ValueError: two is not allowed`", 45000);
+    check(rows.some((r) => /^check · failing\.py:\d+/.test(r)), `the traceback's own frame \`check · failing.py:N\` should be listed: ${JSON.stringify(rows.slice(0, 14))}`);
+    const expected = [lineOf(failing, 'raise ValueError("two is not allowed")'), lineOf(failing, "picky = Picky()")];
+    await focusEditor();
+    const deadline = Date.now() + 30000;
+    let lines = [];
+    while (Date.now() < deadline) {
+      lines = await squiggleLines("squiggly-error");
+      if (expected.every((l) => lines.includes(l))) break;
+      await page.waitForTimeout(500);
+    }
+    log(`  error squiggles on lines ${JSON.stringify(lines)}; expected ${JSON.stringify(expected)}`);
+    await screenshot("failure-row");
+    check(expected.every((l) => lines.includes(l)), `Errors expected on lines ${expected.join(" and ")}`);
+    // the frame row opens the line of the flow's own code
+    await sidebar().locator(".monaco-list-row", { hasText: /^\s*check · failing\.py/ }).first().click();
+    await page.locator(".monaco-editor .view-lines", { hasText: "raise ValueError" }).first().waitFor({ timeout: 10000 });
+  }, { critical: false });
+
+  await stage("▶ Run on a workflow with declared inputs asks for each (type shown), then runs with them", async () => {
+    await openFile("scaled.py", "@workflow");
+    await clickRunLens();
+    const widget = page.locator(".quick-input-widget");
+    const input = widget.locator("input");
+    await input.waitFor({ state: "visible", timeout: 15000 });
+    const first = (await widget.innerText()).replace(/\s+/g, " ");
+    check(/input 1 of 2: In \(int\)/.test(first), `the prompt should name In (int): ${JSON.stringify(first.slice(0, 160))}`);
+    await input.fill("three");
+    await page.waitForTimeout(500);
+    const invalid = (await widget.innerText()).replace(/\s+/g, " ");
+    check(/enter In as JSON/.test(invalid), `a value that is no int should be refused: ${JSON.stringify(invalid.slice(0, 200))}`);
+    await input.fill("3");
+    await screenshot("inputs-prompt");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => /input 2 of 2: Factor/.test(document.querySelector(".quick-input-widget")?.textContent ?? ""), null, { timeout: 10000 });
+    await input.fill("7");
+    await page.keyboard.press("Enter");
+    const toast = await waitToast(/succeeded · 1 step · Out = \[21\]/, 45000);
+    log(`  ${toast.slice(0, 120)}`);
+    // the next ▶ Run offers the last values again
+    await clickRunLens();
+    await input.waitFor({ state: "visible", timeout: 15000 });
+    const offered = await input.inputValue();
+    check(offered === "3", `the last value of In should be offered again, is ${JSON.stringify(offered)}`);
+    await page.keyboard.press("Escape");
+  }, { critical: false });
+
+  await stage("a file that never ran shows no other flow's step", async () => {
+    await openFile("never.py", "def helper");
+    await page.waitForTimeout(1500);
+    const text = await statusText();
+    check(!/step [–\d]+\/\d+/.test(text), `the status bar still shows a step: ${JSON.stringify(text.slice(0, 200))}`);
+    const rows = await treeRows();
+    check(!rows.some((r) => /^\d+ · /.test(r)), `the tree still shows steps: ${JSON.stringify(rows.slice(0, 5))}`);
+    await screenshot("never-ran");
+  }, { critical: false });
+
+  await stage("a 15,000-step run: the run row counts live, every step reachable, one step key timed", async () => {
+    await openFile("big.py", "@workflow");
+    await clickRunLens();
+    const counts = [];
+    const deadline = Date.now() + 90000;
+    while (Date.now() < deadline) {
+      const rows = (await treeRows()).map((r) => r.replace(/\s+/g, " "));
+      const live = rows.map((r) => /^main · .*running · ([\d,]+) steps/.exec(r)).find(Boolean);
+      if (live) counts.push(Number(live[1].replace(/,/g, "")));
+      if (rows.some((r) => /^main · .*15000 steps/.test(r) && !/running/.test(r))) break;
+      await page.waitForTimeout(250);
+    }
+    log(`  the run row counted while streaming: ${JSON.stringify(counts.slice(0, 12))}`);
+    check(counts.some((n) => n > 0), "the run row never showed a live count above 0 while the run streamed");
+    await waitStatus(/step 15000\/15000/, 30000);
+    await focusEditor();
+    // one step key: status bar, tree selection and hints
+    await page.keyboard.press("Alt+G");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 5000 });
+    await input.fill("14000");
+    await page.keyboard.press("Enter");
+    await waitStatus(/step 14000\/15000/);
+    await page.waitForTimeout(1500);
+    const before = await hintText();
+    const t = Date.now();
+    await page.keyboard.press("Alt+BracketRight");
+    await page.waitForFunction(() => /step 14001\/15000/.test(document.querySelector(".part.statusbar")?.textContent ?? ""), null, { polling: 5, timeout: 10000 });
+    const tStatus = Date.now() - t;
+    await page.waitForFunction(() => [...document.querySelectorAll(".part.sidebar .monaco-list-row.selected")].some((r) => /^\s*14001 · /.test(r.textContent ?? "")), null, { polling: 5, timeout: 10000 });
+    const tTree = Date.now() - t;
+    let tHints = -1;
+    while (Date.now() - t < 10000) {
+      if ((await hintText()) !== before) {
+        tHints = Date.now() - t;
+        break;
+      }
+    }
+    log(`  MEASURED one step key (Alt+]) on a 15,000-step run: status bar ${tStatus} ms, tree selection ${tTree} ms, hints ${tHints < 0 ? "did not change within 10 s" : `${tHints} ms`} (hints before: ${JSON.stringify(before.slice(0, 80))})`);
+    // a step far outside the latest 1,000: its page is loaded, its row selected inside its group
+    await page.keyboard.press("Alt+G");
+    await input.waitFor({ state: "visible", timeout: 5000 });
+    await input.fill("3");
+    await page.keyboard.press("Enter");
+    await waitStatus(/step 3\/15000/);
+    await waitRows((rs) => rs.some((r) => /^steps 1–1,000/.test(r)), "the group `steps 1–1,000`", 15000);
+    await page.waitForFunction(() => [...document.querySelectorAll(".part.sidebar .monaco-list-row.selected")].some((r) => /^\s*3 · /.test(r.textContent ?? "")), null, { timeout: 15000 });
+    await screenshot("step-beyond-latest-1000");
+    // next firing of this actor (Alt+Shift+]) and the µs durations
+    await page.keyboard.press("Alt+Shift+BracketRight");
+    await waitStatus(/step 5\/15000 · count/);
+    const rows = await treeRows();
+    check(rows.some((r) => /^\d+ · \w+ · fire \d+.*\bµs\b/.test(r.replace(/\s+/g, " "))) || !rows.some((r) => /\b0 ms\b/.test(r)), `durations should be µs, not 0 ms: ${JSON.stringify(rows.slice(0, 6))}`);
+  }, { critical: false });
+
+  await stage("installing: an interpreter lacking flowtape gets the wheel the extension carries", async () => {
+    const bare = join(tmp, "bare-venv");
+    const made = spawnSync("python3", ["-m", "venv", bare], { encoding: "utf8", timeout: 120000 });
+    check(made.status === 0, `python3 -m venv failed: ${made.stderr}`);
+    const python = join(bare, "bin/python");
+    check(spawnSync(python, ["-c", "import flowtape"]).status !== 0, "the bare interpreter should lack flowtape");
+    const settingsFile = join(dirs.data, "User/settings.json");
+    const settings = JSON.parse(readFileSync(settingsFile, "utf8"));
+    writeFileSync(settingsFile, JSON.stringify({ ...settings, "flowtape.python": python }, null, 2));
+    const offer = page.locator(".notifications-toasts .notification-toast", { hasText: /cannot import flowtape/ }).first();
+    await offer.waitFor({ timeout: 60000 });
+    log(`  offered: ${(await offer.innerText()).replace(/\s+/g, " ").slice(0, 200)}`);
+    await screenshot("install-offered");
+    await offer.locator("a, .monaco-button", { hasText: "Install Flowtape" }).first().click();
+    const done = await waitToast(/installed flowtape-.*\.whl into|pip could not install/, 300000);
+    log(`  ${done.slice(0, 200)}`);
+    await screenshot("install-path");
+    check(/installed flowtape-/.test(done), `pip failed: ${done}`);
+    check(spawnSync(python, ["-c", "import flowtape_lsp.server"]).status === 0, "the bare interpreter still lacks flowtape after the install");
+    await openFile("flow.py", "@workflow");
+    await page.locator(".codelens-decoration a", { hasText: /Run/ }).first().waitFor({ timeout: 60000 });
   }, { critical: false });
 }
 

@@ -109,3 +109,11 @@ test("an inner firing's row says replayed or live, what it took and put", () => 
   assert.equal(firingDescription(f), "live · took 2 · put 3");
   assert.equal(firingDescription({ ...f, replayed: true, taken: [], put: [] }), "replayed");
 });
+
+test("a pip failure is said as pip said it; an externally managed Python points to a .venv", async () => {
+  const { pipReason } = await import("../../src/core/pip");
+  assert.match(pipReason("error: externally-managed-environment\n\n× This environment is externally managed\n"), /externally managed .*Create \.venv/);
+  assert.equal(pipReason("Processing x.whl\nERROR: Could not find a version that satisfies the requirement pygls<3,>=2.0\n"),
+    "Could not find a version that satisfies the requirement pygls<3,>=2.0");
+  assert.equal(pipReason(""), "pip failed");
+});
