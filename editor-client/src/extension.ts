@@ -4,40 +4,31 @@
  */
 import * as vscode from "vscode";
 import * as path from "node:path";
-import {
-  ExecuteCommandRequest,
-  LanguageClient,
-  type LanguageClientOptions,
-  type ServerOptions,
-  State,
-  TransportKind,
-} from "vscode-languageclient/node";
+import { type LanguageClient, State } from "vscode-languageclient/node";
 import { StepStore } from "./core/stepStore";
 import { Stepper, parseGoTo } from "./core/stepper";
-import { finishMessage, firingLabel, statusText, stepLabel, shortRunId } from "./core/format";
-import { pageOf } from "./core/groups";
+import { shortRunId } from "./core/format";
 import {
   Methods,
   ServerCommands,
   type GetStepsResult,
   type FiringDetail,
-  type FindStepsResult,
   type RunFinishedParams,
-  type RunOutputsResult,
   type RunStartResult,
   type RunStartedParams,
   type RunsResult,
   type StepDetail,
   type StepInfo,
   type StepsParams,
-  type WorkflowInputsResult,
 } from "./core/protocol";
-import { FiringNode, RunsTreeProvider, StepNode, RunNode, innerFirings, isComposite, sameUri, type Node } from "./runsTree";
+import { FiringNode, RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsTree";
 import { DetailPanel } from "./detail";
-import { checkFlowtape, choosePython } from "./python";
-import { offerInstall } from "./install";
-import { askInputs } from "./runInputs";
+import { askRunInputs } from "./runInputs";
 import { StepFinder } from "./stepFinder";
+import { Connection, commandFailed, errorText } from "./connection";
+import { StepPages } from "./stepPages";
+import { openOutputs, tellFinished } from "./outputsView";
+import { StepMarks, type Now } from "./stepMarks";
 
 class Flowtape implements vscode.Disposable {
   readonly store = new StepStore({ batchMs: 50 });
@@ -45,13 +36,9 @@ class Flowtape implements vscode.Disposable {
   readonly tree: RunsTreeProvider;
   readonly view: vscode.TreeView<Node>;
   readonly output = vscode.window.createOutputChannel("Flowtape");
-  private client: LanguageClient | undefined;
-  private starting: Promise<void> | undefined;
-  private readonly status: vscode.StatusBarItem;
-  private readonly resumeItem: vscode.StatusBarItem;
-  private readonly lineDecoration: vscode.TextEditorDecorationType;
+  private readonly conn: Connection;
+  private readonly marks = new StepMarks();
   private readonly detail = new DetailPanel();
-  private readonly loading = new Map<string, Promise<void>>();
   private readonly disposables: vscode.Disposable[] = [];
   private flowUri: string | undefined;
   /** The file the stepper is opening to show a step (its opening is no choice of another flow). */
@@ -63,19 +50,26 @@ class Flowtape implements vscode.Disposable {
   private readonly follow = new Set<string>();
   /** Runs started from this window: their finish is told in a notification. */
   private readonly mine = new Set<string>();
-  /** The firings of steps asked for (`runId:step`), for inner firings. */
-  private readonly firingsOf = new Map<string, Promise<FiringDetail[]>>();
-  /** The inner firings of composite steps, once known (`runId:step`). */
-  private readonly innerKnown = new Map<string, FiringDetail[]>();
+  private readonly pages: StepPages;
   private detailAsked = 0;
   private readonly finder: StepFinder;
   /** Server errors already shown, so that a damaged run says so once, not at every keypress. */
   private readonly told = new Set<string>();
 
   constructor(private readonly context: vscode.ExtensionContext) {
+    this.conn = new Connection(context, this.output, {
+      executeCommand: (command, args, next) => this.executeCommand(command, args, next),
+      wire: (client) => this.wire(client),
+      started: () => {
+        this.onEditorChange(vscode.window.activeTextEditor);
+        this.scheduleRefresh(0);
+      },
+      log: (l) => this.log(l),
+    });
     this.tree = new RunsTreeProvider(this.store);
-    this.tree.loadRange = (runId, from, to) => this.loadRange(runId, from, to);
-    this.tree.loadFirings = (runId, step) => this.firings(runId, step);
+    this.pages = new StepPages(this.store, this.tree, { request: (m, p) => this.request(m, p), tell: (m) => this.tell(m) });
+    this.tree.loadRange = (runId, from, to) => this.pages.loadRange(runId, from, to);
+    this.tree.loadFirings = (runId, step) => this.pages.firings(runId, step);
     this.finder = new StepFinder({
       store: this.store,
       tree: this.tree,
@@ -90,26 +84,10 @@ class Flowtape implements vscode.Disposable {
       tell: (m) => this.tell(m),
     });
     this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
-    this.status = vscode.window.createStatusBarItem("flowtape.stepper", vscode.StatusBarAlignment.Left, 50);
-    this.status.name = "Flowtape Stepper";
-    this.status.command = "flowtape.stepper.goTo";
-    this.resumeItem = vscode.window.createStatusBarItem("flowtape.resume", vscode.StatusBarAlignment.Left, 49);
-    this.resumeItem.name = "Flowtape Resume";
-    this.resumeItem.text = "$(history) Resume";
-    this.resumeItem.tooltip = "⟲ Resume from here: a new run that replays up to this step, then runs live";
-    this.resumeItem.command = "flowtape.stepper.resume";
-    this.lineDecoration = vscode.window.createTextEditorDecorationType({
-      isWholeLine: true,
-      backgroundColor: new vscode.ThemeColor("flowtape.stepLineBackground"),
-      overviewRulerColor: new vscode.ThemeColor("editorOverviewRuler.findMatchForeground"),
-      overviewRulerLane: vscode.OverviewRulerLane.Center,
-    });
     this.disposables.push(
       this.view,
       this.output,
-      this.status,
-      this.resumeItem,
-      this.lineDecoration,
+      this.marks,
       this.detail,
       this.tree,
       this.store.onChange((c) => this.onStoreChange(c.steps)),
@@ -131,74 +109,40 @@ class Flowtape implements vscode.Disposable {
   // ---- server ----------------------------------------------------------------------------------
 
   start(): Promise<void> {
-    if (!this.starting) {
-      this.starting = this.startClient().finally(() => (this.starting = undefined));
-    }
-    return this.starting;
+    return this.conn.start();
   }
 
-  async restart(): Promise<void> {
-    await this.starting?.catch(() => undefined); // a start under way finishes first: then it is redone
-    const old = this.client;
-    this.client = undefined;
-    if (old) {
-      try {
-        await old.stop(5000);
-      } catch (e) {
-        this.log(`stopping the server: ${String(e)}`);
+  restart(): Promise<void> {
+    return this.conn.restart();
+  }
+
+  /** Server commands as the language client runs them (a code lens's): the "⟲ Resume at step…"
+   *  lens names the run only, so the step is asked for; "▶ Run" of a workflow with declared
+   *  inputs asks for them; a run started here is followed. */
+  private async executeCommand(command: string, args: unknown[], next: (command: string, args: unknown[]) => unknown): Promise<unknown> {
+    if (command === ServerCommands.resumeAtStep && isRunOnly(args[0])) {
+      const at = await this.askStep(args[0].runId);
+      if (at === undefined) return undefined;
+      args = [{ ...args[0], step: at }];
+    }
+    if (command === ServerCommands.run && isRunParams(args[0]) && args[0].inputs === undefined) {
+      const inputs = await askRunInputs((m, p) => this.request(m, p), (l) => this.log(l), args[0]);
+      if (inputs === undefined) return undefined;
+      if (Object.keys(inputs).length) args = [{ ...args[0], inputs }];
+    }
+    if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
+      const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
+      if (result?.runId) {
+        this.mine.add(result.runId);
+        this.followRun(result.runId);
       }
+      return result;
     }
-    await this.start();
+    return this.tryCommand(command, args, next);
   }
 
-  private async startClient(): Promise<void> {
-    const resource = vscode.window.activeTextEditor?.document.uri;
-    const { python, source } = await choosePython(resource);
-    const cwd = (resource && vscode.workspace.getWorkspaceFolder(resource)?.uri.fsPath) ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    this.log(`python: ${python} (from ${source})`);
-    const problem = await checkFlowtape(python, cwd);
-    if (problem) {
-      this.log(`cannot import flowtape with ${python}: ${problem}`);
-      void offerInstall({ extensionPath: this.context.extensionPath, log: (l) => this.log(l), output: this.output, restart: () => this.restart() }, python, problem);
-      return;
-    }
-    const extra = vscode.workspace.getConfiguration("flowtape").get<string[]>("server.extraArgs", []);
-    const serverOptions: ServerOptions = {
-      command: python,
-      args: ["-m", "flowtape", "lsp", ...extra],
-      transport: TransportKind.stdio,
-      options: { cwd },
-    };
-    const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ scheme: "file", language: "python" }],
-      outputChannel: this.output,
-      traceOutputChannel: this.output,
-      middleware: {
-        // The "⟲ Resume at step…" lens names the run only: ask for the step, as its title says.
-        executeCommand: async (command, args, next) => {
-          if (command === ServerCommands.resumeAtStep && isRunOnly(args[0])) {
-            const at = await this.askStep(args[0].runId);
-            if (at === undefined) return undefined;
-            args = [{ ...args[0], step: at }];
-          }
-          if (command === ServerCommands.run && isRunParams(args[0]) && args[0].inputs === undefined) {
-            const inputs = await this.askRunInputs(args[0]);
-            if (inputs === undefined) return undefined;
-            if (Object.keys(inputs).length) args = [{ ...args[0], inputs }];
-          }
-          if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
-            const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
-            if (result?.runId) {
-              this.mine.add(result.runId);
-              this.followRun(result.runId);
-            }
-            return result;
-          }
-          return this.tryCommand(command, args, next);
-        },
-      },
-    };
-    const client = new LanguageClient("flowtape", "Flowtape", serverOptions, clientOptions);
+  /** Listen to a new client's notifications and state. */
+  private wire(client: LanguageClient): void {
     client.onNotification(Methods.runStarted, (p: RunStartedParams) => this.onRunStarted(p));
     client.onNotification(Methods.steps, (p: StepsParams) => {
       if (!this.store.run(p.runId)) this.scheduleRefresh(); // its runStarted was lost or is late
@@ -210,7 +154,7 @@ class Flowtape implements vscode.Disposable {
       // stays "running" on its word; the list is asked for again, and the stepper's step re-sent.
       if (e.newState === State.Stopped) this.log("language server stopped");
       this.store.resetLive();
-      if (e.newState === State.Running && this.client === client) {
+      if (e.newState === State.Running && this.conn.current(client)) {
         this.scheduleRefresh(0);
         setTimeout(() => {
           this.applyCursor({ openEditor: false });
@@ -221,53 +165,16 @@ class Flowtape implements vscode.Disposable {
         }, 300);
       }
     });
-    this.client = client;
-    try {
-      await client.start();
-      this.log("language server started");
-      this.onEditorChange(vscode.window.activeTextEditor);
-      this.scheduleRefresh(0);
-    } catch (e) {
-      this.log(`starting the server failed: ${String(e)}`);
-      void vscode.window
-        .showErrorMessage(`Flowtape: the language server (${python} -m flowtape lsp) did not start: ${errorText(e)}`, "Show Output", "Choose Interpreter")
-        .then((pick) => {
-          if (pick === "Show Output") this.output.show(true);
-          else if (pick === "Choose Interpreter") void vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
-        });
-    }
   }
 
   private ready(): LanguageClient | undefined {
-    const c = this.client;
-    if (!c || !c.isRunning()) return undefined;
-    return c;
+    return this.conn.ready();
   }
 
-  private async request<R>(method: string, params: unknown): Promise<R | undefined> {
-    const c = this.ready();
-    if (!c) return undefined;
-    try {
-      return await c.sendRequest<R>(method, params);
-    } catch (e) {
-      this.log(`${method} failed: ${errorText(e)}`);
-      throw e;
-    }
+  private request<R>(method: string, params: unknown): Promise<R | undefined> {
+    return this.conn.request<R>(method, params);
   }
 
-  private async serverCommand<R>(command: string, params: unknown): Promise<R | undefined> {
-    const c = this.ready();
-    if (!c) {
-      void vscode.window.showWarningMessage("Flowtape: the language server is not running.");
-      return undefined;
-    }
-    try {
-      return (await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: [params] })) as R;
-    } catch (e) {
-      this.commandFailed(command, e);
-      return undefined;
-    }
-  }
 
   // ---- runs and steps ---------------------------------------------------------------------------
 
@@ -310,8 +217,8 @@ class Flowtape implements vscode.Disposable {
       const runId = this.stepper.runId;
       const fromRun = runId && this.store.steps(runId).slice(-2000).some((s) => sameUri(s.uri, uri));
       if (!fromRun && result) {
-        this.setFlow(uri);
-        this.store.setRuns([]);
+        this.setFlow(uri); // (the tree shows the runs of the file: none)
+        this.tree.refresh();
         await this.selectRun(undefined);
       }
       return;
@@ -353,64 +260,6 @@ class Flowtape implements vscode.Disposable {
     }
   }
 
-  /** Load the pages of a run's steps `from`..`to` that are not loaded yet (a page: 1,000 steps,
-   *  as the tree's groups hold them); a run's first page also tells how many steps it has. */
-  async loadRange(runId: string, from: number, to: number): Promise<void> {
-    const jobs: Promise<void>[] = [];
-    for (let n = pageOf(Math.max(1, from)).from; n <= Math.max(from, to); n += pageOf(n).limit) {
-      const page = pageOf(n);
-      const last = Math.min(page.from + page.limit - 1, Math.max(this.store.total(runId), page.from));
-      if (this.store.step(runId, page.from) && this.store.step(runId, last)) continue;
-      jobs.push(this.loadPage(runId, page.from, page.limit));
-    }
-    await Promise.all(jobs);
-  }
-
-  private loadPage(runId: string, from: number, limit: number): Promise<void> {
-    const key = `${runId}:${from}`;
-    const existing = this.loading.get(key);
-    if (existing) return existing;
-    const job = (async () => {
-      let page: GetStepsResult | undefined;
-      try {
-        page = await this.request<GetStepsResult>(Methods.getSteps, { runId, from, limit });
-      } catch (e) {
-        this.store.setError(runId, errorText(e)); // shown under the run, instead of no steps
-        this.tell(`run ${shortRunId(runId)}: ${errorText(e)}`);
-        return;
-      }
-      if (!page) return;
-      this.store.clearError(runId); // an earlier failure (a restart mid-load, say) is over
-      this.store.putSteps(runId, page.steps ?? [], page.total);
-    })().finally(() => this.loading.delete(key));
-    this.loading.set(key, job);
-    return job;
-  }
-
-  /** A finished run's step count and first page, when nothing of it is loaded yet. */
-  private async ensureSteps(runId: string, around?: number): Promise<void> {
-    if (this.store.isLive(runId)) return;
-    if (!this.store.step(runId, 1)) await this.loadRange(runId, 1, 1);
-    const n = around ?? this.store.total(runId);
-    if (n > 0 && !this.store.step(runId, n)) await this.loadRange(runId, n, n);
-  }
-
-  /** A step's firings (its own and, for a composite step, the inner ones), asked once. */
-  firings(runId: string, step: number): Promise<FiringDetail[]> {
-    const key = `${runId}:${step}`;
-    let known = this.firingsOf.get(key);
-    if (!known) {
-      known = (async () => {
-        const detail = await this.request<StepDetail>(Methods.stepDetail, { runId, step });
-        return detail?.firings ?? [];
-      })();
-      known.catch(() => this.firingsOf.delete(key)); // asked again next time
-      if (this.firingsOf.size > 2000) this.firingsOf.clear();
-      this.firingsOf.set(key, known);
-    }
-    return known;
-  }
-
   /** Point the stepper at a run: at step `index`, else at its last step (what the hints show of
    *  a run nobody stepped through). */
   private async selectRun(runId: string | undefined, index = 0): Promise<void> {
@@ -420,7 +269,7 @@ class Flowtape implements vscode.Disposable {
     this.updateStatus();
     this.decorate();
     if (runId && !this.store.isLive(runId)) {
-      await this.ensureSteps(runId, index || undefined);
+      await this.pages.ensureSteps(runId, index || undefined);
       if (this.stepper.runId === runId) {
         this.stepper.setTotal(this.store.total(runId));
         this.stepper.goTo(index || this.store.total(runId));
@@ -472,23 +321,8 @@ class Flowtape implements vscode.Disposable {
     if (runId && runId !== p.runId && step && c) void c.sendNotification(Methods.selectStep, { runId, step: step.step }).then(undefined, () => undefined);
     if (p.replayStopped?.length) {
       this.store.markDiverged(p.runId, p.replayStopped.map((d) => d.step).filter((n) => Number.isInteger(n)));
-      const d = p.replayStopped[0];
-      void vscode.window.showWarningMessage(
-        `Flowtape: replay of run ${shortRunId(p.runId)} diverged at step ${d.step} (${d.actor}, fire ${d.fireCount}): ${d.reason}`,
-      );
-    } else if (p.status === "failed" && p.error) {
-      void vscode.window.showErrorMessage(`Flowtape: ${finishMessage(p, shortRunId(p.runId))}`, "Show Failure").then((pick) => {
-        const e = p.errorDetail;
-        const at = e?.raisedUri ? { uri: e.raisedUri, line: e.raisedLine ?? 0 } : e?.uri ? { uri: e.uri, line: e.line ?? 0 } : undefined;
-        if (pick && at) void vscode.window.showTextDocument(vscode.Uri.parse(at.uri), { selection: new vscode.Range(at.line, 0, at.line, 0) });
-      });
-    } else if (mine && p.status === "succeeded") {
-      const outputs = p.outputs && typeof p.outputs === "object" && Object.keys(p.outputs).length > 0;
-      void vscode.window.showInformationMessage(`Flowtape: ${finishMessage(p, shortRunId(p.runId))}`, ...(outputs ? ["Open Outputs"] : []))
-        .then((pick) => {
-          if (pick) void this.openOutputs(p.runId);
-        });
     }
+    tellFinished(p, mine, (runId) => void this.openOutputs(runId));
     this.scheduleRefresh(200);
   }
 
@@ -508,33 +342,28 @@ class Flowtape implements vscode.Disposable {
     return runId && this.stepper.index > 0 ? this.store.step(runId, this.stepper.index) : undefined;
   }
 
-  private updateStatus(): void {
+  /** The stepper's step as the status bar and the line marker show it. */
+  private now(): Now {
     const runId = this.stepper.runId;
-    void vscode.commands.executeCommand("setContext", "flowtape.hasRun", !!runId);
-    void vscode.commands.executeCommand("setContext", "flowtape.hasStep", !!this.currentStep());
-    if (!runId) {
-      this.status.hide();
-      this.resumeItem.hide();
-      return;
-    }
     const step = this.currentStep();
-    const firing = this.currentFiring();
-    const inner = firing ? ` › ${firingLabel(firing)} (${this.stepper.inner}/${this.innerKnown.get(`${runId}:${step?.step}`)?.length ?? "?"})` : "";
-    this.status.text = `$(debug-step-over) ${statusText(this.stepper.index, this.stepper.total, step?.actor)}${inner}`;
-    const run = this.store.run(runId);
-    this.status.tooltip = new vscode.MarkdownString(
-      `Flowtape stepper — run \`${runId}\`${run ? ` (${run.status})` : ""}\n\n` +
-        (step ? `${stepLabel(step)}${step.replayed ? " · replayed" : ""}${step.diverged ? " · diverged" : ""}\n\n` : "") +
-        "Alt+[ / Alt+] step, Alt+Home / Alt+End first/last, Alt+G go to step; F11 / Shift+F11 step into / out of a composite step, " +
-        "Alt+Shift+[ / Alt+Shift+] previous / next firing of this actor",
-    );
-    this.status.show();
-    if (step) this.resumeItem.show();
-    else this.resumeItem.hide();
+    const detail = this.currentFiring();
+    const of = runId && step ? this.pages.knownInner(runId, step.step)?.length ?? 0 : 0;
+    return {
+      runId, run: runId ? this.store.run(runId) : undefined, index: this.stepper.index, total: this.stepper.total, step,
+      firing: detail ? { detail, at: this.stepper.inner, of } : undefined,
+    };
+  }
+
+  private updateStatus(): void {
+    this.marks.showStatus(this.now());
+  }
+
+  private decorate(): void {
+    this.marks.decorate(this.now());
   }
 
   private async move(fn: (s: Stepper) => boolean): Promise<void> {
-    if (!this.stepper.runId && !this.serverUp()) return;
+    if (!this.stepper.runId && !this.conn.up()) return;
     if (!this.stepper.runId) {
       await this.refreshRuns();
       if (!this.stepper.runId) {
@@ -544,7 +373,7 @@ class Flowtape implements vscode.Disposable {
     }
     const runId = this.stepper.runId;
     if (runId && !this.store.isLive(runId) && !this.store.step(runId, 1)) {
-      await this.ensureSteps(runId);
+      await this.pages.ensureSteps(runId);
       if (this.stepper.runId !== runId) return; // another run was chosen while its steps loaded
     }
     if (runId) this.stepper.setTotal(this.store.total(runId));
@@ -553,7 +382,7 @@ class Flowtape implements vscode.Disposable {
     if (runId && this.stepper.index > 0 && !this.store.step(runId, this.stepper.index)) {
       const at = this.stepper.index;
       this.updateStatus(); // (the step number moves at once; its row and line when its page is in)
-      await this.loadRange(runId, at, at);
+      await this.pages.loadRange(runId, at, at);
       if (this.stepper.runId !== runId || this.stepper.index !== at) return; // moved on meanwhile
     }
     if (this.stepper.index === this.stepper.total && this.store.isLive(runId ?? "")) {
@@ -589,16 +418,7 @@ class Flowtape implements vscode.Disposable {
     const runId = this.stepper.runId;
     const step = this.currentStep();
     if (!runId || !step || this.stepper.inner === 0) return undefined;
-    return this.innerKnown.get(`${runId}:${step.step}`)?.[this.stepper.inner - 1];
-  }
-
-  /** The inner firings of a step (none for a simple one). */
-  private async innerOf(runId: string, step: StepInfo): Promise<FiringDetail[]> {
-    if (!isComposite(step)) return [];
-    const inner = innerFirings(step, await this.firings(runId, step.step));
-    this.innerKnown.set(`${runId}:${step.step}`, inner);
-    this.tree.setFirings(runId, step.step, inner);
-    return inner;
+    return this.pages.knownInner(runId, step.step)?.[this.stepper.inner - 1];
   }
 
   /** Step into (F11): from a composite step to its first inner firing, then on through them. */
@@ -608,7 +428,7 @@ class Flowtape implements vscode.Disposable {
     let count = 0;
     if (runId && step && this.stepper.inner === 0) {
       try {
-        count = (await this.innerOf(runId, step)).length;
+        count = (await this.pages.innerOf(runId, step)).length;
       } catch (e) {
         this.tell(`step ${step.step}'s inner firings: ${errorText(e)}`);
         return;
@@ -643,39 +463,9 @@ class Flowtape implements vscode.Disposable {
     }
   }
 
-  /** Highlight the creation line of the current step's actor (or inner firing's) in every editor showing its file. */
-  private decorate(): void {
-    const step = this.currentStep();
-    const firing = this.currentFiring();
-    const site = firing ?? step;
-    for (const editor of vscode.window.visibleTextEditors) {
-      if (step && site && sameUri(editor.document.uri.toString(), site.uri)) {
-        const line = Math.min(site.range.start.line, editor.document.lineCount - 1);
-        const range = new vscode.Range(line, 0, line, 0);
-        const what = firing
-          ? `step ${step.step} › ${firingLabel(firing)}${firing.replayed ? " · replayed" : ""}`
-          : `step ${step.step} · fire ${step.fireCount}${step.replayed ? " · replayed" : ""}`;
-        editor.setDecorations(this.lineDecoration, [
-          {
-            range,
-            hoverMessage: `Flowtape ${firing ? what : `step ${stepLabel(step)}${step.replayed ? " (replayed)" : ""}`}`,
-            renderOptions: {
-              after: {
-                contentText: `  ◀ ${what}`,
-                color: new vscode.ThemeColor("editorCodeLens.foreground"),
-              },
-            },
-          },
-        ]);
-      } else {
-        editor.setDecorations(this.lineDecoration, []);
-      }
-    }
-  }
-
   /** Ask for a step of `of` (the "… earlier steps" row of a run), else of the stepper's run. */
   private async goToPrompt(of?: string): Promise<void> {
-    if (!this.stepper.runId && !this.serverUp()) return;
+    if (!this.stepper.runId && !this.conn.up()) return;
     if (of && of !== this.stepper.runId && this.store.run(of)) await this.selectRun(of);
     if (!this.stepper.runId) await this.refreshRuns();
     const runId = this.stepper.runId;
@@ -683,7 +473,7 @@ class Flowtape implements vscode.Disposable {
       void vscode.window.showInformationMessage("Flowtape: no run to step through.");
       return;
     }
-    await this.ensureSteps(runId);
+    await this.pages.ensureSteps(runId);
     if (this.stepper.runId !== runId) return; // another run was chosen meanwhile
     this.stepper.setTotal(this.store.total(runId));
     const total = this.stepper.total;
@@ -714,7 +504,7 @@ class Flowtape implements vscode.Disposable {
   private async resume(arg?: unknown): Promise<void> {
     const at = await this.stepFromArg(arg);
     if (!at) return;
-    const result = await this.serverCommand<RunStartResult>(ServerCommands.resumeAtStep, at);
+    const result = await this.conn.serverCommand<RunStartResult>(ServerCommands.resumeAtStep, at);
     if (result?.runId) this.followRun(result.runId);
   }
 
@@ -724,7 +514,7 @@ class Flowtape implements vscode.Disposable {
       void vscode.window.showInformationMessage("Flowtape: put the cursor on the line that creates an actor.");
       return;
     }
-    if (!this.stepper.runId && !this.serverUp()) return;
+    if (!this.stepper.runId && !this.conn.up()) return;
     if (!this.stepper.runId) await this.refreshRuns();
     const runId = this.stepper.runId;
     if (!runId) {
@@ -734,7 +524,7 @@ class Flowtape implements vscode.Disposable {
     // The server finds the actor the line creates, as it finds it for hovers: in the text as the
     // editor holds it, inside a loop's body or a nested workflow, even one that never completed a firing.
     const line = editor.selection.active.line;
-    const result = await this.serverCommand<RunStartResult>(ServerCommands.rerunActor, {
+    const result = await this.conn.serverCommand<RunStartResult>(ServerCommands.rerunActor, {
       runId, uri: editor.document.uri.toString(), line,
     });
     if (result?.runId) this.followRun(result.runId);
@@ -787,7 +577,7 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.stepper.rerunActor", () => this.rerunActor());
     reg("flowtape.stepper.showDetail", (arg) => this.showDetail(true, arg));
     reg("flowtape.view.refresh", async (arg) => {
-      if (!this.serverUp()) return;
+      if (!this.conn.up()) return;
       if (arg && typeof arg === "object" && "uri" in arg && typeof arg.uri === "string") { // the "Runs (n)" lens: that flow's runs
         this.setFlow(arg.uri);
         await vscode.commands.executeCommand("flowtape.runs.focus");
@@ -802,7 +592,7 @@ class Flowtape implements vscode.Disposable {
       if (arg instanceof FiringNode) {
         const step = this.currentStep();
         if (!step || step.step !== arg.step) return;
-        const inner = await this.innerOf(arg.runId, step);
+        const inner = await this.pages.innerOf(arg.runId, step);
         if (this.stepper.index !== arg.step) return;
         this.stepper.stepInto(inner.length);
         while (this.stepper.inner < arg.index && this.stepper.index === arg.step && this.stepper.stepOver());
@@ -811,7 +601,7 @@ class Flowtape implements vscode.Disposable {
     });
     reg("flowtape.view.stopRun", async (arg) => {
       const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;
-      if (runId) await this.serverCommand(ServerCommands.stop, { runId });
+      if (runId) await this.conn.serverCommand(ServerCommands.stop, { runId });
     });
     // Selecting a run row makes it the stepper's run.
     this.disposables.push(
@@ -828,25 +618,9 @@ class Flowtape implements vscode.Disposable {
     try {
       return await next(command, args);
     } catch (e) {
-      this.commandFailed(command, e);
+      commandFailed(command, e);
       return undefined;
     }
-  }
-
-  private commandFailed(command: string, e: unknown): void {
-    void vscode.window.showErrorMessage(`Flowtape: ${command}: ${errorText(e)}`);
-  }
-
-  /** Whether the server runs; if not, say so once a command needs it, with a way to restart it. */
-  private serverUp(): boolean {
-    if (this.ready()) return true;
-    void vscode.window
-      .showWarningMessage("Flowtape: the language server is not running.", "Restart Server", "Show Output")
-      .then((pick) => {
-        if (pick === "Restart Server") void this.restart();
-        else if (pick === "Show Output") this.output.show(true);
-      });
-    return false;
   }
 
   /** A server error the user must see, once (the same error again stays in the output channel). */
@@ -880,33 +654,8 @@ class Flowtape implements vscode.Disposable {
     return value === undefined ? undefined : Number(value.trim());
   }
 
-  /** Every output token of a run, in a JSON document of its own (one port, or all). */
-  private async openOutputs(runId: unknown, port?: unknown): Promise<void> {
-    if (typeof runId !== "string") return;
-    let result: RunOutputsResult | undefined;
-    try {
-      result = await this.request<RunOutputsResult>(Methods.runOutputs, { runId });
-    } catch (e) {
-      this.tell(`run ${shortRunId(runId)}'s outputs: ${errorText(e)}`);
-      return;
-    }
-    if (!result) return;
-    const shown = typeof port === "string" ? { [port]: result.outputs?.[port] ?? [] } : result.outputs;
-    const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(shown, null, 2) });
-    await vscode.window.showTextDocument(doc, { preview: true });
-  }
-
-  /** The inputs for "▶ Run" on a workflow that declares some: asked for; undefined if cancelled. */
-  private async askRunInputs(params: { uri: string; workflow?: string }): Promise<Record<string, unknown> | undefined> {
-    let asked: WorkflowInputsResult | undefined;
-    try {
-      asked = await this.request<WorkflowInputsResult>(Methods.workflowInputs, { uri: params.uri, workflow: params.workflow });
-    } catch (e) {
-      this.log(`the workflow's inputs could not be read: ${errorText(e)}`);
-      return {}; // the run itself says what is wrong
-    }
-    if (!asked?.inputs?.length) return {};
-    return askInputs(asked);
+  private openOutputs(runId: unknown, port?: unknown): Promise<void> {
+    return openOutputs((m, p) => this.request(m, p), (m) => this.tell(m), runId, port);
   }
 
   log(line: string): void {
@@ -916,9 +665,7 @@ class Flowtape implements vscode.Disposable {
   async dispose(): Promise<void> {
     for (const d of this.disposables) d.dispose();
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
-    const c = this.client;
-    this.client = undefined;
-    if (c) await c.stop(3000).catch(() => undefined);
+    await this.conn.stop();
   }
 }
 
@@ -930,10 +677,6 @@ function isRunOnly(arg: unknown): arg is { runId: string } {
   return !!arg && typeof arg === "object" && typeof (arg as { runId?: unknown }).runId === "string" && (arg as { step?: unknown }).step === undefined;
 }
 
-function errorText(e: unknown): string {
-  if (e && typeof e === "object" && "message" in e) return String((e as { message: unknown }).message);
-  return String(e);
-}
 
 
 let instance: Flowtape | undefined;

@@ -2,7 +2,7 @@
  *  offered again) before the run starts. */
 import * as vscode from "vscode";
 import { initialText, parseInput } from "./core/inputs";
-import type { WorkflowInputsResult } from "./core/protocol";
+import { Methods, type WorkflowInputsResult } from "./core/protocol";
 
 /** The inputs to run with: `{}` for a workflow that declares none, undefined if the user cancelled. */
 export async function askInputs(asked: WorkflowInputsResult, given: Record<string, unknown> = {}): Promise<Record<string, unknown> | undefined> {
@@ -26,4 +26,22 @@ export async function askInputs(asked: WorkflowInputsResult, given: Record<strin
     inputs[input.name] = r.value;
   }
   return inputs;
+}
+
+/** The inputs for "▶ Run" of `params.workflow`: asked for when it declares some; `{}` when it
+ *  declares none (or the server cannot tell: the run itself then says what is wrong); undefined if cancelled. */
+export async function askRunInputs(
+  request: <R>(method: string, params: unknown) => Promise<R | undefined>,
+  log: (line: string) => void,
+  params: { uri: string; workflow?: string },
+): Promise<Record<string, unknown> | undefined> {
+  let asked: WorkflowInputsResult | undefined;
+  try {
+    asked = await request<WorkflowInputsResult>(Methods.workflowInputs, { uri: params.uri, workflow: params.workflow });
+  } catch (e) {
+    log(`the workflow's inputs could not be read: ${e && typeof e === "object" && "message" in e ? String(e.message) : String(e)}`);
+    return {};
+  }
+  if (!asked?.inputs?.length) return {};
+  return askInputs(asked);
 }
