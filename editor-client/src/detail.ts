@@ -45,7 +45,28 @@ function outputsSection(extra: DetailExtra): string {
   return `<h2 id="outputs">Run outputs</h2><table><thead><tr><th>port</th><th>tokens</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
-export function renderDetail(d: StepDetail, extra: DetailExtra = {}): string {
+/** The panel's page; with a `nonce`, its script takes later details as messages (the page is
+ *  not loaded again at every step: that cost more than the step). */
+export function renderDetail(d: StepDetail, extra: DetailExtra = {}, nonce?: string): string {
+  const script = nonce
+    ? `<script nonce="${nonce}">window.addEventListener("message", (e) => { if (e.data && typeof e.data.body === "string") document.body.innerHTML = e.data.body; });</script>`
+    : "";
+  return `<!DOCTYPE html><html><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline';${nonce ? ` script-src 'nonce-${nonce}';` : ""}">
+<style>
+body { font-family: var(--vscode-font-family); color: var(--vscode-foreground); padding: 0 1em 1em; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.4em; border-bottom: 1px solid var(--vscode-panel-border); }
+table { border-collapse: collapse; width: 100%; } td, th { text-align: left; vertical-align: top; padding: 3px 8px; border-bottom: 1px solid var(--vscode-panel-border); }
+code, pre { font-family: var(--vscode-editor-font-family); } pre { margin: 0; white-space: pre-wrap; }
+.muted { color: var(--vscode-descriptionForeground); } ol.tokens { margin: 0; padding-left: 1.4em; }
+tr.current { background: var(--vscode-list-activeSelectionBackground); color: var(--vscode-list-activeSelectionForeground); }
+</style>${script}</head><body>
+${detailBody(d, extra)}
+</body></html>`;
+}
+
+/** What the panel shows of a step (its page's body). */
+export function detailBody(d: StepDetail, extra: DetailExtra = {}): string {
   const own = (d.firings ?? []).find((f) => f.actor === d.actor && f.fireCount === d.fireCount);
   const inner = firingsSection(d, extra);
   const states = d.states?.length
@@ -58,17 +79,7 @@ export function renderDetail(d: StepDetail, extra: DetailExtra = {}): string {
   const chat = d.chat?.length
     ? `<h2>Chat</h2>${d.chat.map((m) => `<pre class="chat">${esc(m)}</pre>`).join("")}`
     : "";
-  return `<!DOCTYPE html><html><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline';">
-<style>
-body { font-family: var(--vscode-font-family); color: var(--vscode-foreground); padding: 0 1em 1em; }
-h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.4em; border-bottom: 1px solid var(--vscode-panel-border); }
-table { border-collapse: collapse; width: 100%; } td, th { text-align: left; vertical-align: top; padding: 3px 8px; border-bottom: 1px solid var(--vscode-panel-border); }
-code, pre { font-family: var(--vscode-editor-font-family); } pre { margin: 0; white-space: pre-wrap; }
-.muted { color: var(--vscode-descriptionForeground); } ol.tokens { margin: 0; padding-left: 1.4em; }
-tr.current { background: var(--vscode-list-activeSelectionBackground); color: var(--vscode-list-activeSelectionForeground); }
-</style></head><body>
-<h1 id="title">Step ${d.step} · ${esc(d.actor)} · fire ${d.fireCount}</h1>
+  return `<h1 id="title">Step ${d.step} · ${esc(d.actor)} · fire ${d.fireCount}</h1>
 <p class="muted">${esc(d.actorKind)} · run <code>${esc(d.runId)}</code></p>
 ${inner && own ? queueTable("Taken (by the step)", own.taken) : queueTable("Taken", d.taken)}
 ${inner && own ? queueTable("Put (by the step)", own.put) : queueTable("Put", d.put)}
@@ -76,12 +87,12 @@ ${inner}
 ${outputsSection(extra)}
 ${queueTable("Queues after this step", d.queues)}
 <h2>Actor states</h2>${states}
-${chat}
-</body></html>`;
+${chat}`;
 }
 
 export class DetailPanel {
   private panel: vscode.WebviewPanel | undefined;
+  private latest: { detail: StepDetail; extra: DetailExtra } | undefined;
 
   get isOpen(): boolean {
     return this.panel !== undefined;
@@ -93,14 +104,29 @@ export class DetailPanel {
         "flowtape.stepDetail",
         "Flowtape step",
         { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true },
-        { enableScripts: false, retainContextWhenHidden: false },
+        { enableScripts: true, retainContextWhenHidden: false },
       );
-      this.panel.onDidDispose(() => (this.panel = undefined));
+      const panel = this.panel;
+      panel.onDidDispose(() => (this.panel = undefined));
+      panel.onDidChangeViewState(() => {
+        if (panel.visible && this.latest) this.load(panel); // (a hidden webview's page is gone)
+      });
+      this.latest = { detail, extra };
+      this.panel.title = `Step ${detail.step} · ${detail.actor}`;
+      this.load(this.panel);
+      return;
     } else if (reveal) {
       this.panel.reveal(undefined, true);
     }
+    this.latest = { detail, extra };
     this.panel.title = `Step ${detail.step} · ${detail.actor}`;
-    this.panel.webview.html = renderDetail(detail, extra);
+    if (this.panel.visible) void this.panel.webview.postMessage({ body: detailBody(detail, extra) });
+  }
+
+  private load(panel: vscode.WebviewPanel): void {
+    if (!this.latest) return;
+    const nonce = Array.from({ length: 16 }, () => Math.floor(Math.random() * 36).toString(36)).join("");
+    panel.webview.html = renderDetail(this.latest.detail, this.latest.extra, nonce);
   }
 
   dispose(): void {

@@ -30,6 +30,8 @@ import { StepPages } from "./stepPages";
 import { openOutputs, tellFinished } from "./outputsView";
 import { StepMarks, type Now } from "./stepMarks";
 
+const SELECT_MS = 250; // while following a streaming run: how often the server hears of the step
+
 class Flowtape implements vscode.Disposable {
   readonly store = new StepStore({ batchMs: 50 });
   readonly stepper = new Stepper();
@@ -51,6 +53,8 @@ class Flowtape implements vscode.Disposable {
   /** Runs started from this window: their finish is told in a notification. */
   private readonly mine = new Set<string>();
   private readonly pages: StepPages;
+  private selecting: { runId: string; step: number } | undefined;
+  private selectTimer: ReturnType<typeof setTimeout> | undefined;
   private detailAsked = 0;
   private readonly finder: StepFinder;
   /** Server errors already shown, so that a damaged run says so once, not at every keypress. */
@@ -317,8 +321,7 @@ class Flowtape implements vscode.Disposable {
     // The server's hints go to a newer run's last step when it finishes; the stepper's step stays "now".
     const runId = this.stepper.runId;
     const step = this.currentStep();
-    const c = this.ready();
-    if (runId && runId !== p.runId && step && c) void c.sendNotification(Methods.selectStep, { runId, step: step.step }).then(undefined, () => undefined);
+    if (runId && runId !== p.runId && step) this.conn.notify(Methods.selectStep, { runId, step: step.step });
     if (p.replayStopped?.length) {
       this.store.markDiverged(p.runId, p.replayStopped.map((d) => d.step).filter((n) => Number.isInteger(n)));
     }
@@ -408,8 +411,28 @@ class Flowtape implements vscode.Disposable {
       void this.view.reveal(node, { select: true, focus: false, expand: firing ? undefined : false }).then(undefined, () => undefined);
     }
     void this.showLine(firing ?? step, opts.openEditor);
-    const c = this.ready();
-    if (c) void c.sendNotification(Methods.selectStep, { runId, step: step.step }).then(undefined, () => undefined);
+    this.select(runId, step.step);
+  }
+
+  /** Tell the server the stepper's step (for hovers and hints) and refresh the detail panel; while
+   *  the stepper follows a streaming run, at most every SELECT_MS (each selection has the server
+   *  rebuild the run at that step: at every batch of steps, it slowed the streaming down). */
+  private select(runId: string, step: number): void {
+    this.selecting = { runId, step };
+    if (!(this.stepper.follow && this.store.isLive(runId))) {
+      this.flushSelect();
+    } else if (!this.selectTimer) {
+      this.selectTimer = setTimeout(() => this.flushSelect(), SELECT_MS);
+    }
+  }
+
+  private flushSelect(): void {
+    if (this.selectTimer) clearTimeout(this.selectTimer);
+    this.selectTimer = undefined;
+    const at = this.selecting;
+    this.selecting = undefined;
+    if (!at) return;
+    this.conn.notify(Methods.selectStep, at);
     if (this.detail.isOpen) void this.showDetail(false);
   }
 
@@ -665,6 +688,7 @@ class Flowtape implements vscode.Disposable {
   async dispose(): Promise<void> {
     for (const d of this.disposables) d.dispose();
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    if (this.selectTimer) clearTimeout(this.selectTimer);
     await this.conn.stop();
   }
 }

@@ -438,7 +438,7 @@ async function main() {
   await stage("outputs: an Outputs row on the run, in the finish notification, opened whole", async () => {
     const toast = await waitToast(/succeeded · \d+ steps · Out = /, 20000);
     log(`  notification: ${toast.slice(0, 160)}`);
-    const rows = await waitRows((rs) => rs.some((r) => /^Outputs\b/.test(r)) && rs.some((r) => /^Out\s*5 tokens · \['1: reviewed alpha'/.test(r)), "an Outputs row with `Out · 5 tokens · ['1: reviewed alpha', …`", 20000);
+    const rows = await waitRows((rs) => rs.some((r) => /^Outputs\s*Out \(5\)/.test(r)) && rs.some((r) => /^Out\s*5 tokens · \['1: reviewed alpha'/.test(r)), "an Outputs row with `Out · 5 tokens · ['1: reviewed alpha', …`", 20000);
     log(`  ${rows.filter((r) => /^Out/.test(r)).join(" | ").slice(0, 200)}`);
     await screenshot("outputs-shown");
     await page.locator(".notifications-toasts .notification-toast", { hasText: /Out = / }).first().locator("a, .monaco-button", { hasText: "Open Outputs" }).first().click();
@@ -651,8 +651,9 @@ async function main() {
       if (rows.some((r) => /^main · .*15000 steps/.test(r) && !/running/.test(r))) break;
       await page.waitForTimeout(250);
     }
-    log(`  the run row counted while streaming: ${JSON.stringify(counts.slice(0, 12))}`);
-    check(counts.some((n) => n > 0), "the run row never showed a live count above 0 while the run streamed");
+    const distinct = [...new Set(counts)];
+    log(`  the run row counted while streaming: ${JSON.stringify(distinct.slice(0, 20))}`);
+    check(distinct.filter((n) => n > 0).length >= 2, `the run row should count the steps as they stream, showed ${JSON.stringify(distinct)}`);
     await waitStatus(/step 15000\/15000/, 30000);
     await focusEditor();
     // one step key: status bar, tree selection and hints
