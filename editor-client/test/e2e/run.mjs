@@ -710,6 +710,29 @@ async function main() {
     check(rows.some((r) => /^\d+ · \w+ · fire \d+.*\bµs\b/.test(r.replace(/\s+/g, " "))) || !rows.some((r) => /\b0 ms\b/.test(r)), `durations should be µs, not 0 ms: ${JSON.stringify(rows.slice(0, 6))}`);
   }, { critical: false });
 
+  await stage("big run: filter the steps by actor, find a value, then show all steps again", async () => {
+    await focusEditor();
+    await runCommand("Flowtape: Show Steps of One Actor…");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 10000 });
+    await input.fill("double");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: /^\s*double\s*$/ }).first().waitFor({ timeout: 10000 });
+    await page.keyboard.press("Enter");
+    let rows = await waitRows((rs) => rs.some((r) => /^actor double: 7500 steps \(first 1000\)/.test(r)), "the filter row `actor double: 7500 steps (first 1000)`", 30000);
+    const shown = rows.filter((r) => /^\d+ · /.test(r));
+    check(shown.length > 0 && shown.every((r) => / · double · /.test(r)), `only double's steps should be listed: ${JSON.stringify(shown.slice(0, 5))}`);
+    await waitStatus(/step 2\/15000 · double/);
+    await screenshot("filter-by-actor");
+    await runCommand("Flowtape: Find Steps by Value…");
+    await input.waitFor({ state: "visible", timeout: 10000 });
+    await input.fill("28128750");
+    await page.keyboard.press("Enter");
+    rows = await waitRows((rs) => rs.some((r) => /^value "28128750": 1 step\b/.test(r)), "the filter row `value \"28128750\": 1 step`", 30000);
+    await waitStatus(/step 15000\/15000 · double/); // the last double left that total
+    await runCommand("Flowtape: Show All Steps");
+    await waitRows((rs) => rs.some((r) => /^steps 14,001–15,000/.test(r)) && !rs.some((r) => /^value "/.test(r)), "all steps again, in their groups", 20000);
+  }, { critical: false });
+
   await stage("installing: an interpreter lacking flowtape gets the wheel the extension carries", async () => {
     const bare = join(tmp, "bare-venv");
     const made = spawnSync("python3", ["-m", "venv", bare], { encoding: "utf8", timeout: 120000 });
