@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint typecheck pytest client client-unit client-e2e vsix bench clean
+.PHONY: demo test venv lint typecheck pytest client client-unit client-nvim client-e2e vsix bench clean
 CLIENT := editor-client
 
 $(BIN)/python:
@@ -42,13 +42,18 @@ client: $(CLIENT)/node_modules/.installed
 client-unit: client
 	cd $(CLIENT) && npm run test:unit
 
+# The Neovim plugin in a real headless Neovim (>= 0.10, from the test extra), against the real server.
+client-nvim: venv
+	FLOWTAPE_PYTHON=$(abspath $(BIN)/python) timeout 600 $(BIN)/nvim --headless -u NONE -i NONE \
+		-c "luafile $(CLIENT)/nvim/test/run.lua"
+
 client-e2e: venv client
 	cd $(CLIENT) && npm run test:e2e
 
 vsix: client
 	cd $(CLIENT) && npm run package
 
-test: lint typecheck pytest client-unit client-e2e
+test: lint typecheck pytest client-unit client-nvim client-e2e
 
 bench: venv  ## BENCH_ARGS=--quick for the reduced run (< 60 s)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -85,6 +85,9 @@ export class Connection {
       documentSelector: [{ scheme: "file", language: "python" }],
       outputChannel: this.output,
       traceOutputChannel: this.output,
+      // What this client implements itself (docs/protocol.md, "Initialization options"): its runs
+      // view, and asking for the step of a "⟲ Resume at step…" lens (the executeCommand middleware).
+      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true },
       middleware: { executeCommand: this.hooks.executeCommand },
     };
     const client = new LanguageClient("flowtape", "Flowtape", serverOptions, clientOptions);

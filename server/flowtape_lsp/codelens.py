@@ -1,5 +1,10 @@
 """Code lenses on each `@workflow` function, found by parsing the file (nothing is imported):
-"▶ Run", and when the workflow has runs, "⟲ Resume at step…" and "Runs (n)"."""
+"▶ Run", and when the workflow has runs, "⟲ Resume at step…" and "Runs (n)".
+
+A client that implements the runs view and asks for a step itself says so
+(`initializationOptions`); any other client gets lenses whose server commands carry all they need:
+the resume names its step (the one selected, else the failed run's last), and "Runs (n)" shows
+the runs with `flowtape.showRuns`."""
 
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ from flowtape.rundir import TAPE
 from lsprotocol import types as lsp
 
 from . import protocol as P
-from .workspace import same_file, uri_to_path
+from .commands import run_info
+from .runs import Run
+from .workspace import file_key, same_file, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -86,12 +93,35 @@ def register(server: FlowtapeServer) -> None:
             if not runs:
                 continue
             started = [r for r in runs if (r.run_dir / TAPE).is_file()]  # a run that failed to load has no tape
-            if started:
-                latest = max(started, key=lambda r: (r.started_at, r.run_id))
-                lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
-                    title="⟲ Resume at step…", command=P.CMD_RESUME, arguments=[{"runId": latest.run_id}],
-                )))
+            resume = _resume_lens(server, uri, started)
+            if resume is not None:
+                lenses.append(lsp.CodeLens(range=rng, command=resume))
+            show = P.CLIENT_SHOW_RUNS if server.has_client_command(P.CLIENT_SHOW_RUNS) else P.CMD_SHOW_RUNS
             lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(
-                title=f"Runs ({len(runs)})", command=P.CLIENT_SHOW_RUNS, arguments=[{"uri": uri, "workflow": wf.name}],
+                title=f"Runs ({len(runs)})", command=show, arguments=[{"uri": uri, "workflow": wf.name}],
             )))
         return lenses
+
+
+def _resume_lens(server: FlowtapeServer, uri: str, started: list[Run]) -> lsp.Command | None:
+    if not started:
+        return None
+    latest = max(started, key=lambda r: (r.started_at, r.run_id))
+    if server.client_options.asksForStep:
+        return lsp.Command(title="⟲ Resume at step…", command=P.CMD_RESUME, arguments=[{"runId": latest.run_id}])
+    # A plain client runs the lens as it is: it must name a step worth resuming at. The step
+    # selected in one of these runs (the stepper's), else a failed or stopped latest run's last
+    # step (its failed firing runs again); a succeeded run with nothing selected would replay
+    # everything and run nothing, so it gets no lens.
+    inspector = getattr(server, "inspector", None)
+    selected = inspector.selected.get(file_key(uri)) if inspector is not None else None
+    if selected is not None:
+        chosen = next((r for r in started if r.run_id == selected[0]), None)
+        if chosen is not None:
+            return lsp.Command(title=f"⟲ Resume at step {selected[1]}", command=P.CMD_RESUME,
+                               arguments=[{"runId": chosen.run_id, "step": selected[1]}])
+    if latest.status in ("failed", "stopped") and latest.finished:
+        last = run_info(latest).steps
+        return lsp.Command(title=f"⟲ Resume at step {last}", command=P.CMD_RESUME,
+                           arguments=[{"runId": latest.run_id, "step": last}])
+    return None

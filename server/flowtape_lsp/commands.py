@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from .server import FlowtapeServer
 
 
+SHOWN_RUNS = 10  # runs named in the message of `flowtape.showRuns`
+
+
 def _previews(tokens: list[msgspec.Raw], limit: int = 60, most: int = 20) -> list[str]:
     shown = [preview_json(msgspec.json.decode(t), limit) for t in tokens[:most]]
     if len(tokens) > most:
@@ -245,14 +248,32 @@ def register(server: FlowtapeServer) -> None:
         stopped = await manager.stop(run)
         return P.StopResult(runId=run.run_id, stopped=stopped, status=run.status).to_json()
 
+    def _runs_of(uri: str | None, workflow: str | None = None) -> list[Run]:
+        if uri is not None:
+            flow_path(uri, server.root)
+        found = [r for r in manager.listed() if (uri is None or same_file(r.uri, uri))
+                 and (workflow is None or r.workflow == workflow)]
+        found.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
+        return found
+
     @server.feature(P.RUNS)
     async def runs(params: Any) -> Any:
         p = P.decode_params(params, P.RunsParams)
-        if p.uri is not None:
-            flow_path(p.uri, server.root)
-        found = [r for r in manager.listed() if p.uri is None or same_file(r.uri, p.uri)]
-        found.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
-        return P.RunsResult(runs=[run_info(r, server.root) for r in found]).to_json()
+        return P.RunsResult(runs=[run_info(r, server.root) for r in _runs_of(p.uri)]).to_json()
+
+    @server.command(P.CMD_SHOW_RUNS)
+    async def show_runs(*args: Any) -> Any:
+        """The "Runs (n)" lens of a client without a runs view of its own: the runs, newest
+        first, in a message the user sees, and as the result for a client that reads it."""
+        p = P.command_params(args, P.ShowRunsParams)
+        infos = [run_info(r, server.root) for r in _runs_of(p.uri, p.workflow)]
+        lines = [f"{i.runId}  {i.status} · {i.steps} step{'s' if i.steps != 1 else ''}"
+                 + (f" · resumed from {i.resumedFrom} @ {i.resumedAtStep}" if i.resumedFrom else "") for i in infos[:SHOWN_RUNS]]
+        if len(infos) > SHOWN_RUNS:
+            lines.append(f"… and {len(infos) - SHOWN_RUNS} older")
+        title = f"Flowtape: {len(infos)} run{'s' if len(infos) != 1 else ''} of {p.workflow or Path(uri_to_path(p.uri) or p.uri).name}"
+        server.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Info, message="\n".join([title, *lines])))
+        return P.RunsResult(runs=infos).to_json()
 
     @server.feature(P.GET_STEPS)
     async def get_steps(params: Any) -> Any:

@@ -29,8 +29,10 @@ CMD_RUN = "flowtape.run"
 CMD_RESUME = "flowtape.resumeAtStep"
 CMD_RERUN_ACTOR = "flowtape.rerunActor"
 CMD_STOP = "flowtape.stop"
-COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP)
-# A client-side command (the editor client's runs view); the "Runs (n)" lens points at it.
+CMD_SHOW_RUNS = "flowtape.showRuns"
+COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP, CMD_SHOW_RUNS)
+# A client-side command (the VS Code client's runs view); the "Runs (n)" lens points at it for a
+# client that says it has it (`ClientOptions.clientCommands`), else at `flowtape.showRuns`.
 CLIENT_SHOW_RUNS = "flowtape.view.refresh"
 
 
@@ -74,6 +76,20 @@ Name = Annotated[str, msgspec.Meta(min_length=1)]
 class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Base of every params object. A field it does not know is refused: a misspelt `stpe` would
     otherwise resume at the last step instead of failing."""
+
+
+class ClientOptions(msgspec.Struct, kw_only=True):
+    """What the client says it can do, in `initializationOptions` (docs/protocol.md). Unknown
+    fields are other options: ignored here. A client that says nothing is a plain LSP client: its
+    lenses carry server commands only, each with everything it needs."""
+
+    clientCommands: list[str] = msgspec.field(default_factory=list)  # client-side commands it implements
+    asksForStep: bool = False  # it asks the user for the step of a lens `flowtape.resumeAtStep {runId}`
+
+
+class ShowRunsParams(Params):
+    uri: Name
+    workflow: Name | None = None
 
 
 class RunParams(Params):

@@ -38,6 +38,7 @@ class FlowtapeServer(LanguageServer):
         self.exit_code = 0  # 1 after an `exit` without `shutdown`, as LSP asks
         self.shut_down = False
         self.diagnostics = Diagnostics(self)
+        self.client_options = P.ClientOptions()  # a plain client until `initialize` says otherwise
         self.manager.listeners.append(self.diagnostics.on_run_finished)
         self.manager.listeners.append(lambda run: self.refresh_views())
 
@@ -66,6 +67,20 @@ class FlowtapeServer(LanguageServer):
 
     def log_error(self, message: str) -> None:
         logger.error("%s", message, exc_info=True)
+
+    def read_client_options(self, raw: Any) -> None:
+        """`initializationOptions`: what the client implements itself. Options it got wrong are
+        reported and left at their defaults, not a reason to refuse the editor."""
+        if raw is None:
+            return
+        try:
+            self.client_options = msgspec.convert(raw, P.ClientOptions, strict=True)
+        except msgspec.ValidationError as exc:
+            self.window_log_message(lsp.LogMessageParams(
+                type=lsp.MessageType.Warning, message=f"flowtape: initializationOptions ignored: {exc}"))
+
+    def has_client_command(self, command: str) -> bool:
+        return command in self.client_options.clientCommands
 
     def capability(self, *path: str) -> Any:
         value: Any = self.client_capabilities
@@ -105,6 +120,7 @@ def create_server() -> FlowtapeServer:
 
     @server.feature(lsp.INITIALIZE)
     def initialize(params: lsp.InitializeParams) -> None:
+        server.read_client_options(params.initialization_options)
         # The root is known now: a client that never sends `initialized` still gets its own.
         folders = server.workspace.folders
         root = server.workspace.root_path

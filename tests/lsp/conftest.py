@@ -305,17 +305,23 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
-async def _start(client: LanguageClient, workspace: Path, preset: str) -> None:
+# What the VS Code extension says it implements (editor-client/src/extension.ts): its runs view, and
+# asking for the step of a "⟲ Resume at step…" lens. A client saying nothing is a plain client.
+VSCODE_OPTIONS = {"clientCommands": ["flowtape.view.refresh"], "asksForStep": True}
+
+
+async def _start(client: LanguageClient, workspace: Path, preset: str, options: Any = None) -> None:
     await client.initialize_session(lsp.InitializeParams(
         capabilities=client_capabilities(preset),
         root_uri=uri_of(workspace),
         workspace_folders=[lsp.WorkspaceFolder(uri=uri_of(workspace), name="ws")],
+        initialization_options=options,
     ))
 
 
 @pytest_lsp.fixture(config=CONFIG)
 async def client(lsp_client: LanguageClient, workspace: Path):  # type: ignore[no-untyped-def]
-    await _start(lsp_client, workspace, "visual-studio-code")
+    await _start(lsp_client, workspace, "visual-studio-code", VSCODE_OPTIONS)
     yield
     await lsp_client.shutdown_session()
 
