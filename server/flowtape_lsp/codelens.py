@@ -121,7 +121,7 @@ def _resume_lens(server: FlowtapeServer, uri: str, started: list[Run]) -> lsp.Co
             return lsp.Command(title=f"⟲ Resume at step {selected[1]}", command=P.CMD_RESUME,
                                arguments=[{"runId": chosen.run_id, "step": selected[1]}])
     if latest.status in ("failed", "stopped") and latest.finished:
-        last = run_info(latest).steps
+        last = run_info(latest, server.root).steps
         return lsp.Command(title=f"⟲ Resume at step {last}", command=P.CMD_RESUME,
                            arguments=[{"runId": latest.run_id, "step": last}])
     return None
