@@ -24,6 +24,7 @@ from .failures import detail_of
 from .outputs import previews
 from .runs import Run
 from .tapeindex import Filler, last_step_from_end
+from .workflows import find_workflows
 from .workspace import Locator, client_path, flow_path, same_file, uri_to_path
 
 if TYPE_CHECKING:
@@ -152,8 +153,6 @@ def unreadable(run: Run, exc: Exception) -> Exception:
 def _default_workflow(path: Path) -> str:
     """The workflow `flowtape run` picks without --workflow, as the file's text shows it: `main`,
     else the last `@workflow` (a guess for listing only: the run's header has the last word)."""
-    from .codelens import find_workflows
-
     try:
         names = [w.name for w in find_workflows(path.read_text(encoding="utf-8", errors="replace"))]
     except OSError:

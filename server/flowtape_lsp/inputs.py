@@ -4,7 +4,6 @@ what `flowtape.run` refuses to start without."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,8 +12,8 @@ import msgspec
 from flowtape.tape import Header
 
 from . import protocol as P
-from .codelens import is_workflow
 from .runs import Run
+from .workflows import find_workflows
 from .workspace import flow_path, same_file
 
 if TYPE_CHECKING:
@@ -23,33 +22,10 @@ if TYPE_CHECKING:
 _header = msgspec.json.Decoder(Header)
 
 
-def _decorator_inputs(decorator: ast.expr) -> list[P.InputInfo] | None:
-    """The `inputs={...}` of `@workflow(...)`: [] when it declares none, None when the source
-    cannot tell (a dict built elsewhere)."""
-    if not isinstance(decorator, ast.Call):
-        return []
-    given = next((k.value for k in decorator.keywords if k.arg == "inputs"), None)
-    if given is None or (isinstance(given, ast.Constant) and given.value is None):
-        return []
-    if not isinstance(given, ast.Dict) or not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in given.keys):
-        return None
-    return [P.InputInfo(name=str(k.value), type=ast.unparse(v), required=True) for k, v in zip(given.keys, given.values, strict=True)
-            if isinstance(k, ast.Constant)]
-
-
 def declared(text: str, workflow: str | None) -> tuple[str, list[P.InputInfo] | None] | None:
     """The workflow `flowtape run` runs (`workflow`, else `main`, else the last one) and its
     declared inputs (None: not to be told from the source); None when the file has no such workflow."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-    found: dict[str, list[P.InputInfo] | None] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            decorators = [d for d in node.decorator_list if is_workflow(d)]
-            if decorators:
-                found[node.name] = _decorator_inputs(decorators[0])
+    found = {w.name: w.inputs for w in find_workflows(text)}
     name = workflow or ("main" if "main" in found else (list(found)[-1] if found else None))
     if name is None or name not in found:
         return None
