@@ -6,7 +6,7 @@ import * as vscode from "vscode";
 import * as path from "node:path";
 import { type LanguageClient, State } from "vscode-languageclient/node";
 import { StepStore } from "./core/stepStore";
-import { Stepper, parseGoTo } from "./core/stepper";
+import { Stepper } from "./core/stepper";
 import { shortRunId } from "./core/format";
 import {
   Methods,
@@ -29,6 +29,7 @@ import { Connection, commandFailed, errorText } from "./connection";
 import { StepPages } from "./stepPages";
 import { openOutputs, tellFinished } from "./outputsView";
 import { StepMarks, type Now } from "./stepMarks";
+import { askGoTo, askResumeStep } from "./stepPrompts";
 
 const SELECT_MS = 250; // while following a streaming run: how often the server hears of the step
 
@@ -499,19 +500,9 @@ class Flowtape implements vscode.Disposable {
     await this.pages.ensureSteps(runId);
     if (this.stepper.runId !== runId) return; // another run was chosen meanwhile
     this.stepper.setTotal(this.store.total(runId));
-    const total = this.stepper.total;
-    const value = await vscode.window.showInputBox({
-      title: `Go to step (run ${shortRunId(runId)})`,
-      prompt: `A step from 1 to ${total}, "first", "last", or +N / -N`,
-      value: this.stepper.index ? String(this.stepper.index) : "",
-      validateInput: (text) => {
-        const r = parseGoTo(text, this.stepper.index, this.stepper.total);
-        return typeof r === "string" ? r : undefined;
-      },
-    });
-    if (value === undefined || this.stepper.runId !== runId) return; // (the box named that run)
-    const n = parseGoTo(value, this.stepper.index, this.stepper.total);
-    if (typeof n === "number") await this.move((s) => s.goTo(n));
+    const n = await askGoTo(runId, this.stepper.index, () => this.stepper.total);
+    if (n === undefined || this.stepper.runId !== runId) return; // (the box named that run)
+    await this.move((s) => s.goTo(n));
   }
 
   // ---- actions ----------------------------------------------------------------------------------------
@@ -664,17 +655,7 @@ class Flowtape implements vscode.Disposable {
         return undefined;
       }
     }
-    const last = total ?? 0;
-    const value = await vscode.window.showInputBox({
-      title: `Resume run ${shortRunId(runId)} at step`,
-      prompt: `A step from 0 to ${last}: the steps up to it are replayed from the tape, the rest runs live`,
-      value: String(last),
-      validateInput: (text) => {
-        const n = Number(text.trim());
-        return /^\d+$/.test(text.trim()) && n <= last ? undefined : `a whole number from 0 to ${last}`;
-      },
-    });
-    return value === undefined ? undefined : Number(value.trim());
+    return askResumeStep(runId, total ?? 0);
   }
 
   private openOutputs(runId: unknown, port?: unknown): Promise<void> {
