@@ -145,3 +145,15 @@ async def test_declared_inputs_are_asked_for_and_required(client: LanguageClient
     assert none["inputs"] == [] and none["known"] is True
     with pytest.raises(JsonRpcException, match="has no workflow 'nope'"):
         await request(client, "flowtape/workflowInputs", {"uri": uri, "workflow": "nope"})
+
+
+async def test_inputs_the_source_cannot_tell_are_not_required(client: LanguageClient, workspace: Path) -> None:
+    """A declaration built elsewhere (a name, not a dict literal) cannot be read without importing
+    the flow: the client is told so, and the run is not refused on a guess."""
+    flow = write_flow(workspace, "spec.py", FLOW_INPUTS.replace(
+        '@workflow(inputs={"In": int, "Factor": int}, outputs={"Out": int})',
+        'SPEC = {"In": int, "Factor": int}\n\n\n@workflow(inputs=SPEC, outputs={"Out": int})'))
+    asked = await request(client, "flowtape/workflowInputs", {"uri": uri_of(flow)})
+    assert asked["known"] is False and asked["inputs"] == []
+    run_id, done = await run_to_end(client, flow, inputs={"In": 2, "Factor": 5})
+    assert done["outputs"] == {"Out": [10]}
