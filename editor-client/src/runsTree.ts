@@ -7,7 +7,7 @@
 import * as vscode from "vscode";
 import { StepStore } from "./core/stepStore";
 import type { ErrorDetail, FiringDetail, Frame, RunInfo, StepInfo } from "./core/protocol";
-import { GROUP_SIZE, groupLabel, groupPath, runLayout, subGroups, type StepGroup } from "./core/groups";
+import { GROUP_SIZE, groupLabel, groupPath, replayedUpTo, runLayout, subGroups, type StepGroup } from "./core/groups";
 import {
   failureLabel,
   firingDescription,
@@ -185,15 +185,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
     return nodes;
   }
 
-  /** Where the replayed region of a run ends (its steps up to there came from the tape). */
   private replayedUpTo(run: RunInfo): number {
-    const at = run.resumedAtStep ?? 0;
-    if (!run.resumedFrom || at <= 0) return 0;
-    for (let n = 1; n <= Math.min(at, this.store.loadedCount(run.runId)); n++) {
-      const s = this.store.step(run.runId, n);
-      if (s && (!s.replayed || s.diverged)) return n - 1; // replay stopped here
-    }
-    return at;
+    return replayedUpTo(run, this.store.loadedCount(run.runId), (n) => this.store.step(run.runId, n));
   }
 
   getParent(node: Node): Node | undefined {

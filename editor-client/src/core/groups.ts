@@ -78,3 +78,20 @@ export function pageOf(n: number, size = GROUP_SIZE): { from: number; limit: num
   const from = Math.floor((n - 1) / size) * size + 1;
   return { from, limit: size };
 }
+
+/** Where the replayed region of a resumed run ends: its steps up to `resumedAtStep` came from the
+ *  tape, unless the replay stopped earlier (a step that ran live, or diverged); 0 for a run that
+ *  was not resumed. `step(n)` gives the loaded steps (undefined: not loaded yet). */
+export function replayedUpTo(
+  run: { resumedFrom?: string | null; resumedAtStep?: number | null },
+  loaded: number,
+  step: (n: number) => { replayed: boolean; diverged?: boolean } | undefined,
+): number {
+  const at = run.resumedAtStep ?? 0;
+  if (!run.resumedFrom || at <= 0) return 0;
+  for (let n = 1; n <= Math.min(at, loaded); n++) {
+    const s = step(n);
+    if (s && (!s.replayed || s.diverged)) return n - 1; // replay stopped here
+  }
+  return at;
+}

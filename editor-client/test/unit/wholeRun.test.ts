@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { groupLabel, groupPath, pageOf, runLayout, subGroups } from "../../src/core/groups";
+import { groupLabel, groupPath, pageOf, replayedUpTo, runLayout, subGroups } from "../../src/core/groups";
 import { initialText, parseInput } from "../../src/core/inputs";
 import { Stepper } from "../../src/core/stepper";
 import { StepStore } from "../../src/core/stepStore";
@@ -116,4 +116,13 @@ test("a pip failure is said as pip said it; an externally managed Python points 
   assert.equal(pipReason("Processing x.whl\nERROR: Could not find a version that satisfies the requirement pygls<3,>=2.0\n"),
     "Could not find a version that satisfies the requirement pygls<3,>=2.0");
   assert.equal(pipReason(""), "pip failed");
+});
+
+test("the replayed region ends where the resume was, or where the replay stopped", () => {
+  const steps = (live: number[], diverged: number[] = []) => (n: number) => ({ replayed: !live.includes(n), diverged: diverged.includes(n) });
+  assert.equal(replayedUpTo({ resumedFrom: null, resumedAtStep: null }, 10, steps([])), 0);
+  assert.equal(replayedUpTo({ resumedFrom: "r", resumedAtStep: 7 }, 10, steps([8, 9, 10])), 7);
+  assert.equal(replayedUpTo({ resumedFrom: "r", resumedAtStep: 7 }, 10, steps([], [3])), 2); // diverged at 3
+  assert.equal(replayedUpTo({ resumedFrom: "r", resumedAtStep: 7 }, 10, steps([5, 6, 7, 8, 9, 10])), 4); // ran live from 5
+  assert.equal(replayedUpTo({ resumedFrom: "r", resumedAtStep: 7000 }, 2, steps([])), 7000); // pages not loaded: as resumed
 });
