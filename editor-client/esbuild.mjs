@@ -1,4 +1,4 @@
-// Bundles the extension (dist/extension.js) or, with --tests, the unit tests (out/test/unit/*.test.js).
+// Bundles the extension (dist/extension.js) and the graph view's page (dist/graph.js) or, with --tests, the unit tests (out/test/unit/*.test.js).
 import * as esbuild from "esbuild";
 import { readdirSync, rmSync } from "node:fs";
 
@@ -37,10 +37,21 @@ if (args.has("--tests")) {
     minify: args.has("--minify"),
     logLevel: "warning",
   };
+  // The graph view's page: runs in the webview (a browser), with ELK bundled in (no CDN: offline).
+  const page = {
+    entryPoints: ["src/webview/graph.ts"],
+    outfile: "dist/graph.js",
+    bundle: true,
+    platform: "browser",
+    format: "iife",
+    target: "es2020",
+    sourcemap: true,
+    minify: args.has("--minify"),
+    logLevel: "warning",
+  };
   if (args.has("--watch")) {
-    const ctx = await esbuild.context(options);
-    await ctx.watch();
+    for (const o of [options, page]) await (await esbuild.context(o)).watch();
   } else {
-    await esbuild.build(options);
+    await Promise.all([esbuild.build(options), esbuild.build(page)]);
   }
 }

@@ -30,6 +30,7 @@ import { StepPages } from "./stepPages";
 import { openOutputs, tellFinished } from "./outputsView";
 import { StepMarks, type Now } from "./stepMarks";
 import { askGoTo, askResumeStep } from "./stepPrompts";
+import { GraphPanel } from "./graphPanel";
 
 const SELECT_MS = 250; // while following a streaming run: how often the server hears of the step
 
@@ -42,6 +43,7 @@ class Flowtape implements vscode.Disposable {
   private readonly conn: Connection;
   private readonly marks = new StepMarks();
   private readonly detail = new DetailPanel();
+  readonly graphView: GraphPanel;
   private readonly disposables: vscode.Disposable[] = [];
   private flowUri: string | undefined;
   /** The file the stepper is opening to show a step (its opening is no choice of another flow). */
@@ -72,6 +74,17 @@ class Flowtape implements vscode.Disposable {
       log: (l) => this.log(l),
     });
     this.tree = new RunsTreeProvider(this.store);
+    this.graphView = new GraphPanel(context.extensionUri, {
+      request: async <T>(method: string, params: unknown): Promise<T> => {
+        const answer = await this.request<T>(method, params);
+        if (answer === undefined) throw new Error("the language server is not running");
+        return answer;
+      },
+      store: this.store,
+      stepper: () => this.stepper.state,
+      goTo: (runId, step) => this.goToStep(runId, step),
+      log: (line) => this.log(line),
+    });
     this.pages = new StepPages(this.store, this.tree, { request: (m, p) => this.request(m, p), tell: (m) => this.tell(m) });
     this.tree.loadRange = (runId, from, to) => this.pages.loadRange(runId, from, to);
     this.tree.loadFirings = (runId, step) => this.pages.firings(runId, step);
@@ -82,10 +95,7 @@ class Flowtape implements vscode.Disposable {
       currentStep: () => this.currentStep(),
       currentFiring: () => this.currentFiring(),
       request: (method, params) => this.request(method, params),
-      goTo: async (runId, step) => {
-        if (this.stepper.runId !== runId) await this.selectRun(runId, step);
-        await this.move((s) => s.goTo(step));
-      },
+      goTo: (runId, step) => this.goToStep(runId, step),
       tell: (m) => this.tell(m),
     });
     this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
@@ -94,6 +104,7 @@ class Flowtape implements vscode.Disposable {
       this.output,
       this.marks,
       this.detail,
+      this.graphView,
       this.tree,
       this.store.onChange((c) => this.onStoreChange(c.steps)),
       vscode.window.onDidChangeActiveTextEditor((e) => this.onEditorChange(e)),
@@ -318,6 +329,7 @@ class Flowtape implements vscode.Disposable {
 
   private onRunFinished(p: RunFinishedParams): void {
     this.store.runFinished(p.runId, p.status);
+    this.graphView.onRunFinished(p);
     const mine = this.mine.delete(p.runId);
     // The server's hints go to a newer run's last step when it finishes; the stepper's step stays "now".
     const runId = this.stepper.runId;
@@ -359,6 +371,7 @@ class Flowtape implements vscode.Disposable {
   }
 
   private updateStatus(): void {
+    this.graphView.onStepper();
     this.marks.showStatus(this.now());
   }
 
@@ -544,6 +557,21 @@ class Flowtape implements vscode.Disposable {
     if (result?.runId) this.followRun(result.runId);
   }
 
+  /** The graph view on a run (a run row, else the stepper's), else on the open flow file. */
+  private async showGraph(arg?: unknown): Promise<void> {
+    if (!this.conn.up()) return;
+    const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;
+    if (runId) return this.graphView.show({ runId });
+    const editor = vscode.window.activeTextEditor;
+    if (editor?.document.languageId === "python") return this.graphView.show({ uri: editor.document.uri.toString() });
+    void vscode.window.showInformationMessage("Flowtape: open a flow file (or pick a run) to see its graph.");
+  }
+
+  private async goToStep(runId: string, step: number): Promise<void> {
+    if (this.stepper.runId !== runId) await this.selectRun(runId, step);
+    await this.move((s) => s.goTo(step));
+  }
+
   private followRun(runId: string): void {
     const run = this.store.run(runId);
     if (run) {
@@ -599,6 +627,7 @@ class Flowtape implements vscode.Disposable {
       await this.refreshRuns();
     });
     reg("flowtape.view.restartServer", () => this.restart());
+    reg("flowtape.showGraph", (arg) => this.showGraph(arg));
     reg("flowtape.view.select", async (arg) => {
       if (!(arg instanceof StepNode) && !(arg instanceof FiringNode)) return;
       if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId, arg.step);

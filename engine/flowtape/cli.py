@@ -383,6 +383,23 @@ def cmd_golden(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_graph(args: argparse.Namespace) -> int:
+    from .flowgraph import describe, graph_of_flow, graph_of_header, header_of_tape
+
+    target = Path(args.target)
+    if target.suffix == ".py" or target.is_file():
+        graph = graph_of_flow(target, args.workflow)
+    else:
+        if args.workflow is not None:
+            raise UsageError("--workflow is for a flow file: a run has its workflow")
+        graph = graph_of_header(header_of_tape(resolve_run(args.target, _runs_dir(args)) / TAPE))
+    if args.json:
+        _say_json(graph)
+    else:
+        _say(describe(graph))
+    return EXIT_OK
+
+
 def cmd_lsp(args: argparse.Namespace) -> int:
     from flowtape_lsp.server import main as lsp_main
 
@@ -463,6 +480,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workflow", **workflow)
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="as for run")
     p.set_defaults(fn=cmd_golden)
+
+    p = sub.add_parser("graph", help="print a flow's graph (actors, nesting, queues) without running it, or a run's")
+    p.add_argument("target", help="a Python file defining a @workflow, or a run directory or run id")
+    p.add_argument("--workflow", **workflow)
+    p.add_argument("--json", action="store_true", help="print one JSON object (what the editor's graph view draws)")
+    p.add_argument("--runs-dir", **runs_dir)
+    p.set_defaults(fn=cmd_graph)
 
     p = sub.add_parser("lsp", help="start the language server (stdio)")
     p.add_argument("--tcp", type=_count(1, 65535), metavar="PORT", help="listen on 127.0.0.1:PORT instead (for debugging)")

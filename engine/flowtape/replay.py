@@ -103,7 +103,12 @@ def shape_of(net: Network) -> tuple[list[ActorInfo], list[str]]:
     actors = []
     for a in net.actors:
         created, defined = a.node.created_at, a.node.defined_at
-        actors.append(ActorInfo(a.path, a.kind, a.node.class_name, created.file, created.line, defined.file, defined.line))
+        scope = a.node.scope
+        puts = sorted({q.index for targets in a.outputs.values() for q in targets})
+        actors.append(ActorInfo(
+            a.path, a.kind, a.node.class_name, created.file, created.line, defined.file, defined.line,
+            owner=a.owner.path if a.owner is not None else "", branch=scope.branch if scope is not None and scope.control.kind == "if" else "", puts=puts,
+        ))
     return actors, [q.id for q in net.queues]
 
 

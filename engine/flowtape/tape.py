@@ -48,6 +48,11 @@ class ActorInfo(msgspec.Struct, omit_defaults=True):
     line: int
     classFile: str = ""
     classLine: int = 0
+    # where it sits, for pictures of the flow (a path says a nested workflow's members, not a
+    # loop's or an if's): the composite whose firings run it, the if branch, the queues it puts to
+    owner: str = ""
+    branch: str = ""
+    puts: list[int] = []
 
 
 MAX_WORKERS = 256  # threads, each started up front: a bound that a typo (1e9) cannot get past

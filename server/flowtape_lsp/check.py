@@ -1,6 +1,9 @@
 """`python -m flowtape_lsp.check FLOW.py`: import a flow file and build every workflow in it, in
 a process of its own (user code never runs inside the language server). Prints one JSON object
-on stdout: `{"errors": [{"file", "line", "message"}], "workflows": [names]}`."""
+on stdout: `{"errors": [{"file", "line", "message"}], "workflows": [names]}`.
+
+`python -m flowtape_lsp.check FLOW.py --graph [WORKFLOW]` builds one workflow (nothing fires) and
+prints `{"errors": [...], "graph": FlowGraph}` instead, for the editor's graph view."""
 
 from __future__ import annotations
 
@@ -37,6 +40,22 @@ def check(path: str) -> dict[str, Any]:
     return {"errors": errors, "workflows": names}
 
 
+def graph(path: str, workflow: str | None) -> dict[str, Any]:
+    import msgspec
+    from flowtape.errors import FlowError, FlowtapeError
+    from flowtape.flowgraph import graph_of_flow
+
+    try:
+        return {"errors": [], "graph": msgspec.to_builtins(graph_of_flow(path, workflow))}
+    except FlowError as exc:
+        return {"errors": [{"file": exc.file or path, "line": exc.line, "message": exc.message}]}
+    except FlowtapeError as exc:
+        return {"errors": [{"file": path, "line": None, "message": str(exc)}]}
+    except Exception as exc:  # noqa: BLE001 - a builder that raises is the user's error to see
+        return {"errors": [{"file": path, "line": _line_in(exc, path),
+                            "message": f"building the workflow raised {type(exc).__name__}: {exc}"}]}
+
+
 def _line_in(exc: BaseException, path: str) -> int | None:
     import traceback
 
@@ -49,14 +68,15 @@ def _line_in(exc: BaseException, path: str) -> int | None:
 
 
 def main() -> None:
-    if len(sys.argv) != 2:
-        print("usage: python -m flowtape_lsp.check FLOW.py", file=sys.stderr)
+    args = sys.argv[1:]
+    if not (len(args) == 1 or (len(args) in (2, 3) and args[1] == "--graph")):
+        print("usage: python -m flowtape_lsp.check FLOW.py [--graph [WORKFLOW]]", file=sys.stderr)
         sys.exit(2)
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever the flow prints goes to stderr, not into our JSON
     sys.stdout = sys.stderr
     try:
-        result = check(sys.argv[1])
+        result = graph(args[0], args[2] if len(args) == 3 else None) if len(args) > 1 else check(args[0])
     except BaseException as exc:  # noqa: BLE001 - even SystemExit from user code becomes a report
         result = {"errors": [{"file": sys.argv[1], "line": None,
                               "message": f"loading the flow raised {type(exc).__name__}: {exc}"}], "workflows": []}

@@ -22,7 +22,7 @@ from . import protocol as P
 from .actorlines import creation_line, current_text
 from .failures import detail_of
 from .outputs import previews
-from .runs import Run
+from .runs import Run, RunManager
 from .tapeindex import Filler, last_step_from_end
 from .workflows import find_workflows
 from .workspace import Locator, client_path, flow_path, same_file, uri_to_path
@@ -158,6 +158,27 @@ def _default_workflow(path: Path) -> str:
     except OSError:
         return ""
     return "main" if "main" in names else (names[-1] if names else "")
+
+
+async def at_step(manager: RunManager, run: Run, step: int) -> AtStep:
+    """The run rebuilt right after `step` (1-based), read as little of the tape as it takes."""
+    await manager.checked(run)
+    if not run.live and not run.index.finished:  # a finished run not read (through) yet
+        fast = await asyncio.to_thread(last_step_from_end, run.index.path, step)  # its last step
+        total = _recorded_steps(run, 0)
+        if fast is None and total and not 1 <= step <= total:
+            raise P.not_found(f"step {step} is out of range: run {run.run_id} {steps_held(total)}")
+        if fast is None:
+            index = await manager.ready(run, until_step=1)
+            if 1 <= step <= index.steps:  # what was read so far answers
+                fast = await asyncio.to_thread(index.at_step, step)
+            elif index.header is not None and step <= total:  # its checkpoints do
+                fast = await asyncio.to_thread(at_step_from_checkpoints, index.path, index.header, step)
+        if fast is not None:
+            return fast
+    await manager.ready(run)
+    _step_in_range(run, step, 1)
+    return await asyncio.to_thread(run.index.at_step, step)
 
 
 def register(server: FlowtapeServer) -> None:
@@ -318,24 +339,7 @@ def register(server: FlowtapeServer) -> None:
             raise unreadable(run, exc) from None
 
     async def _step_detail(run: Run, p: P.StepDetailParams) -> Any:
-        await manager.checked(run)
-        if not run.live and not run.index.finished:  # a finished run not read (through) yet
-            fast = await asyncio.to_thread(last_step_from_end, run.index.path, p.step)  # its last step
-            total = _recorded_steps(run, 0)
-            if fast is None and total and not 1 <= p.step <= total:
-                raise P.not_found(f"step {p.step} is out of range: run {run.run_id} {steps_held(total)}")
-            if fast is None:
-                index = await manager.ready(run, until_step=1)
-                if 1 <= p.step <= index.steps:  # what was read so far answers
-                    fast = await asyncio.to_thread(index.at_step, p.step)
-                elif index.header is not None and p.step <= total:  # its checkpoints do
-                    fast = await asyncio.to_thread(at_step_from_checkpoints, index.path, index.header, p.step)
-            if fast is not None:
-                return describe(run, fast, manager.locator).to_json()
-        await manager.ready(run)
-        _step_in_range(run, p.step, 1)
-        at = await asyncio.to_thread(run.index.at_step, p.step)
-        return describe(run, at, manager.locator).to_json()
+        return describe(run, await at_step(manager, run, p.step), manager.locator).to_json()
 
     @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def cancel_progress(params: lsp.WorkDoneProgressCancelParams) -> None:

@@ -252,7 +252,7 @@ class Diagnostics:
             self.publish({uri})  # what is saved does not parse: an older load error of it is gone
         if syntax is not None or text != saved:
             return  # the child imports what is saved: how unsaved text loads is seen on save
-        result = await self._run_checker(path)
+        result = await self.run_checker(path)
         if result is None:
             return
         diagnostics: list[lsp.Diagnostic] = []
@@ -275,10 +275,11 @@ class Diagnostics:
         self.load[uri] = diagnostics
         self.publish({uri})
 
-    async def _run_checker(self, path: Path) -> dict[str, Any] | None:
+    async def run_checker(self, path: Path, *extra: str) -> dict[str, Any] | None:
+        """`python -m flowtape_lsp.check FILE [extra]` in a process of its own: its JSON report."""
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "flowtape_lsp.check", str(path), cwd=str(path.parent),
+                sys.executable, "-m", "flowtape_lsp.check", str(path), *extra, cwd=str(path.parent),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"), start_new_session=True,
             )

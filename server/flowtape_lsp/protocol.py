@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
+from flowtape.flowgraph import FlowGraph
 from flowtape.runner import MAX_WORKERS
 from flowtape.tape import Divergence
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
@@ -24,6 +25,8 @@ SELECT_STEP = "flowtape/selectStep"
 RUN_OUTPUTS = "flowtape/runOutputs"
 WORKFLOW_INPUTS = "flowtape/workflowInputs"
 FIND_STEPS = "flowtape/findSteps"
+GRAPH = "flowtape/graph"
+QUEUE_TOKENS = "flowtape/queueTokens"
 
 CMD_RUN = "flowtape.run"
 CMD_RESUME = "flowtape.resumeAtStep"
@@ -131,6 +134,19 @@ class StepDetailParams(Params):
     step: PositiveInt
 
 
+class GraphParams(Params):
+    runId: Name | None = None  # a run's graph, from its tape's header
+    uri: Name | None = None  # or a flow file's, built without running it
+    workflow: Name | None = None
+
+
+class QueueTokensParams(Params):
+    runId: Name
+    step: PositiveInt
+    queue: Annotated[int, msgspec.Meta(ge=0)]
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 200
+
+
 class SelectStepParams(Params):
     runId: Name
     step: Step
@@ -229,6 +245,7 @@ class StepInfo(Message):
     uri: str
     range: Range
     durationMs: float
+    startMs: float = 0.0  # when the firing began, in ms since the run started
     diverged: bool = False
 
 
@@ -347,6 +364,27 @@ class FiringDetail(Message):
     uri: str
     range: Range
     chat: str | None = None
+
+
+class FlowBroken(JsonRpcException):
+    """-32004: the flow file asked for does not load or build."""
+
+    CODE = -32004
+    MESSAGE = "Flow does not build"
+
+
+class GraphResult(Message):
+    graph: FlowGraph  # lines in it are 1-based, as on the tape
+    files: dict[str, str]  # each file the graph names -> its uri, as the client names it
+
+
+class QueueTokensResult(Message):
+    runId: str
+    step: int
+    queue: int
+    id: str
+    size: int
+    tokens: list[Any]  # the first `limit` tokens, whole, as the tape's tagged JSON
 
 
 class StepDetailResult(Message):

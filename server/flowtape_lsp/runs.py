@@ -464,7 +464,7 @@ class RunManager:
         return P.StepInfo(
             step=step.step, actor=step.actor, actorKind=step.kind, fireCount=step.fireCount,
             journalSeq=step.journalSeq, replayed=step.replayed, uri=uri, range=rng, durationMs=step.dur / 1000.0,
-            diverged=step.step in run.index.diverged_steps,
+            startMs=step.at / 1000.0, diverged=step.step in run.index.diverged_steps,
         )
 
     def _announce(self, run: Run) -> None:

@@ -110,7 +110,7 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, inputs, inspect, outputs, search
+    from . import codelens, commands, graphs, inputs, inspect, outputs, search
 
     server = FlowtapeServer()
 
@@ -177,6 +177,7 @@ def create_server() -> FlowtapeServer:
     outputs.register(server)
     inputs.register(server)
     search.register(server)
+    graphs.register(server)
     return server
 
 

@@ -22,6 +22,7 @@ export interface StepInfo {
   uri: string;
   range: Range;
   durationMs: number;
+  startMs?: number; // when the firing began, ms since the run started
   diverged?: boolean;
 }
 
@@ -209,6 +210,8 @@ export const Methods = {
   runOutputs: "flowtape/runOutputs",
   workflowInputs: "flowtape/workflowInputs",
   findSteps: "flowtape/findSteps",
+  graph: "flowtape/graph",
+  queueTokens: "flowtape/queueTokens",
 } as const;
 
 /** Server-side command ids: the language client registers these itself. */
@@ -218,3 +221,50 @@ export const ServerCommands = {
   rerunActor: "flowtape.rerunActor",
   stop: "flowtape.stop",
 } as const;
+
+// ---- the graph view (flowtape/graph, flowtape/queueTokens) --------------------------------------
+
+export interface GraphActor {
+  path: string;
+  kind: string; // task | agent | tool | workflow | loop | if
+  cls: string;
+  file: string;
+  line: number; // 1-based, as on the tape
+  owner?: string; // the composite whose firings run it
+  branch?: string; // an if's member: then | else
+}
+
+export interface GraphEdge {
+  queue: number;
+  id: string;
+  src: string; // "" : the workflow's input port srcPort
+  srcPort: string;
+  dst: string; // "" : the workflow's output port dstPort
+  dstPort: string;
+  srcInner?: boolean; // src is a composite, the edge starts at its port inside it
+  dstInner?: boolean;
+}
+
+export interface FlowGraph {
+  workflow: string;
+  flowFile: string;
+  actors: GraphActor[];
+  edges: GraphEdge[];
+  inputs?: string[];
+  outputs?: string[];
+  runId?: string;
+}
+
+export interface GraphResult {
+  graph: FlowGraph;
+  files: Record<string, string>;
+}
+
+export interface QueueTokensResult {
+  runId: string;
+  step: number;
+  queue: number;
+  id: string;
+  size: number;
+  tokens: unknown[];
+}

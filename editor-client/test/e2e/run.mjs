@@ -13,6 +13,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { graphStages } from "./graph.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLIENT = resolve(HERE, "../..");
@@ -550,12 +551,14 @@ async function main() {
   await stage("Show Step Details opens the detail panel", async () => {
     await focusEditor();
     await page.keyboard.press("Alt+End");
-    await waitStatus(/step (\d+)\/\1/);
+    await waitStatus(/step (\d+)\/\1\b/);
     await runCommand("Flowtape: Show Step Details");
     await page.locator(".editor-group-container .tab", { hasText: /Step \d+/ }).first().waitFor({ timeout: 15000 });
     await page.waitForTimeout(1000);
     await screenshot("step-detail");
   }, { critical: false });
+
+  await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
 
   await stage("a composite step expands to its inner firings; F11 steps into them, Shift+F11 out", async () => {
     await openFile("flow.py", "@workflow");

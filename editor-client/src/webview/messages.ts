@@ -1,0 +1,17 @@
+/** The messages between the graph view's page and the extension (defined once, for both). */
+import type { PictureState } from "../core/picture";
+import type { FlowGraph, QueueTokensResult, StepInfo } from "../core/protocol";
+
+export type ToPage =
+  | { type: "graph"; graph: FlowGraph; title: string }
+  | { type: "state"; state: PictureState }
+  | { type: "steps"; steps: StepInfo[] }
+  | { type: "queue"; result: QueueTokensResult }
+  | { type: "error"; message: string };
+
+export type ToHost =
+  | { type: "ready" }
+  | { type: "actor"; path: string }
+  | { type: "edge"; queue: number }
+  | { type: "step"; step: number }
+  | { type: "openQueue"; queue: number; step: number };

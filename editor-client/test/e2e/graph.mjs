@@ -1,0 +1,111 @@
+// The graph view in the real VS Code: opened on the stepper's run, it highlights the step's actor
+// and shows each queue's size as the tape has it (checked against `flowtape show --step N --json`)
+// at two steps; a click on an actor reveals its line; the timeline draws the run's firings.
+import { spawnSync } from "node:child_process";
+
+/** The graph page inside VS Code's webview iframes (an outer host frame, the page's own inside). */
+function pageFrame(page) {
+  return page.frameLocator("iframe.webview.ready").frameLocator("iframe#active-frame, iframe");
+}
+
+async function truth(python, ws, runId, step) {
+  const r = spawnSync(python, ["-m", "flowtape", "show", runId, "--step", String(step), "--json"], { cwd: ws, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`flowtape show failed: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+async function pictureAt(frame) {
+  return frame.locator("svg#svg").evaluate((svg) => {
+    const active = [...svg.querySelectorAll("g.actor.active")].map((g) => g.getAttribute("data-path"));
+    const sizes = {};
+    for (const g of svg.querySelectorAll("g.edge")) {
+      const id = g.querySelector("title")?.textContent ?? "";
+      const label = svg.querySelector(`text.size[data-queue="${g.getAttribute("data-queue")}"]`);
+      sizes[id] = Number(label?.textContent || 0);
+    }
+    return { active, sizes };
+  });
+}
+
+export async function graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python, ws, flowFile, lineOf }) {
+  let frame;
+  let runId;
+  const at = async (step) => {
+    const want = await truth(python, ws, runId, step);
+    let got;
+    const deadline = Date.now() + 15000;
+    while (Date.now() < deadline) {
+      got = await pictureAt(frame);
+      const sizesOk = want.queues.every((q) => q.queue.startsWith("$.") || got.sizes[q.queue] === q.size);
+      if (got.active.includes(want.actor) && sizesOk && (await frame.locator("#where").innerText()).startsWith(`step ${step} `)) {
+        return { want, got };
+      }
+      await page.waitForTimeout(250);
+    }
+    throw new Error(`at step ${step} the graph shows ${JSON.stringify(got)}; the tape says actor ${want.actor}, queues ${JSON.stringify(want.queues.map((q) => [q.queue, q.size]))}`);
+  };
+
+  await stage("Show Graph draws the run's flow, grouped, laid out by ELK", async () => {
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(/step 1\/\d+/);
+    await runCommand("Flowtape: Show Graph");
+    frame = pageFrame(page);
+    await frame.locator('g.actor[data-path="collect"]').waitFor({ timeout: 30000 });
+    await frame.locator('g.actor.group[data-path="words"]').waitFor({ timeout: 5000 });
+    const title = await frame.locator("#title").innerText();
+    runId = title.match(/run (\S+)/)?.[1];
+    check(!!runId, `the graph's title names its run: ${title}`);
+    const inside = await frame.locator("svg#svg").evaluate((svg) => {
+      const box = (p) => svg.querySelector(`g.actor[data-path="${p}"] > rect`)?.getBBox();
+      const loop = box("words");
+      const review = box("review");
+      return !!loop && !!review && review.x >= loop.x && review.y >= loop.y && review.x + review.width <= loop.x + loop.width;
+    });
+    check(inside, "the loop's member `review` is drawn inside the loop `words`");
+    log(`  graph of run ${runId}`);
+  });
+
+  await stage("the graph follows the stepper: the step's actor and each queue's size, at two steps", async () => {
+    const one = await at(1);
+    log(`  step 1: active ${JSON.stringify(one.got.active)}, sizes ${JSON.stringify(one.got.sizes)}`);
+    await screenshot("graph-step-1");
+    await focusEditor();
+    await page.keyboard.press("Alt+End");
+    const m = await waitStatus(/step (\d+)\/\1\b/);
+    const last = await at(Number(m[1]));
+    log(`  step ${m[1]}: active ${JSON.stringify(last.got.active)}, sizes ${JSON.stringify(last.got.sizes)}`);
+    check(JSON.stringify(one.got) !== JSON.stringify(last.got), "the picture changed between the two steps");
+    await screenshot("graph-last-step");
+  });
+
+  await stage("clicking an actor reveals its creation line and selects its latest firing", async () => {
+    const line = lineOf(flowFile, "collect = Collect()");
+    await frame.locator('g.actor[data-path="collect"] > rect').click();
+    await waitStatus(new RegExp(`Ln ${line},`), 15000);
+    await waitStatus(/step \d+\/\d+ · collect/, 15000);
+    await screenshot("graph-actor-clicked");
+  });
+
+  await stage("clicking an edge shows the queue's tokens", async () => {
+    await frame.locator('g.edge:has(title:text-is("review.Out->collect.In")) path.hit').first().click({ force: true });
+    const side = frame.locator("#side");
+    await side.locator("h3").waitFor({ timeout: 10000 });
+    const text = await side.innerText();
+    check(/review\.Out->collect\.In · \d+ token/.test(text), `the queue panel names the queue: ${text.slice(0, 120)}`);
+    await screenshot("graph-queue");
+  }, { critical: false });
+
+  await stage("the timeline tab draws the firings with the current step marked", async () => {
+    await frame.locator('button[data-tab="timeline"]').click();
+    await frame.locator("#tsvg rect.bar").first().waitFor({ timeout: 10000 });
+    const bars = await frame.locator("#tsvg rect.bar").count();
+    const cursor = await frame.locator("#tsvg line.cursor").count();
+    log(`  timeline: ${bars} bars, ${await frame.locator("#tinfo").innerText()}`);
+    check(bars > 0 && cursor === 1, `bars ${bars}, cursor ${cursor}`);
+    await screenshot("graph-timeline");
+    await frame.locator("#tsvg rect.bar").last().dispatchEvent("click");
+    await waitStatus(/step \d+\/\d+/, 10000);
+    await frame.locator('button[data-tab="graph"]').click();
+  }, { critical: false });
+}

@@ -1,0 +1,170 @@
+"""The graph view's requests against the real server: a run's graph from its tape header, a flow
+file's built without running it, a flow that does not build, and a queue's tokens at a step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
+from .conftest import collector, command, count_flow, request, uri_of, write_flow
+
+FLOW_SCOPES = '''\
+from flowtape import Port, connect, if_, loop, task, workflow
+
+
+@task
+class Check:
+    class Ports:
+        In = Port[int](direction="in")
+        Cond = Port[bool](direction="out")
+        Then = Port[int](direction="out")
+        Else = Port[int](direction="out")
+
+    def action(self, x):
+        return {"Cond": x > 1, "Then" if x > 1 else "Else": x}
+
+
+@task
+class Keep:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        return x
+
+
+@workflow
+def inner():
+    k = Keep()
+    connect("In", k.In)
+    connect(k.Out, "Out")
+
+
+@workflow
+def main():
+    lp = loop([1, 2, 3])
+    with lp:
+        check = Check()
+        connect(lp.item, check.In)
+        c = if_()
+        connect(check.Cond, c.cond)
+        with c.then:
+            big = inner()
+            connect(check.Then, big.In)
+            connect(big.Out, "Big")
+        with c.else_:
+            small = Keep()
+            connect(check.Else, small.In)
+            connect(small.Out, "Small")
+'''
+
+BROKEN = '''\
+from flowtape import Port, connect, task, workflow
+
+
+@task
+class A:
+    class Ports:
+        Out = Port[int](direction="out")
+
+    def action(self):
+        return 1
+
+
+@workflow
+def main():
+    a = A()
+    connect(a.Out, a.Nope)
+'''
+
+
+def _by_path(graph: dict) -> dict[str, dict]:
+    return {a["path"]: a for a in graph["actors"]}
+
+
+async def _graph_of_run(client: LanguageClient, workspace: Path, text: str) -> tuple[dict, dict]:
+    flow = write_flow(workspace, "scopes.py", text)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1})
+    done = await collector(client).finished(run["runId"])
+    assert done["status"] == "succeeded", done
+    return run, await request(client, "flowtape/graph", {"runId": run["runId"]})
+
+
+async def test_graph_of_a_run_has_nesting_edges_and_files(client: LanguageClient, workspace: Path) -> None:
+    run, result = await _graph_of_run(client, workspace, FLOW_SCOPES)
+    g = result["graph"]
+    assert g["workflow"] == "main" and g["runId"] == run["runId"]
+    actors = _by_path(g)
+    assert actors["lp"]["kind"] == "loop" and "owner" not in actors["lp"]
+    assert actors["check"]["owner"] == "lp" and actors["c"]["owner"] == "lp"
+    assert actors["big"]["kind"] == "workflow" and actors["big"]["branch"] == "then" and actors["big"]["owner"] == "c"
+    assert actors["small"]["branch"] == "else"
+    assert actors["big/k"]["owner"] == "big"
+    pairs = {(e["src"], e["dst"]) for e in g["edges"]}
+    assert ("lp", "check") in pairs and ("check", "c") in pairs and ("big", "big/k") in pairs
+    assert ("big/k", "big") in pairs  # the nested workflow's member puts to its own output port
+    assert ("big", "") in pairs and ("small", "") in pairs  # the run's outputs
+    assert set(g["outputs"]) == {"Big", "Small"}
+    inner_edge = next(e for e in g["edges"] if e["src"] == "lp" and e["dst"] == "check")
+    assert inner_edge["srcInner"] is True  # the loop's item is drawn from inside the loop
+    flow_uri = uri_of(workspace / "scopes.py")
+    assert result["files"][g["flowFile"]] == flow_uri
+    line = next(i for i, t in enumerate((workspace / "scopes.py").read_text().splitlines(), 1) if "check = Check()" in t)
+    assert actors["check"]["line"] == line
+
+
+async def test_graph_of_a_flow_that_never_ran(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "scopes.py", FLOW_SCOPES)
+    built = await request(client, "flowtape/graph", {"uri": uri_of(flow)})
+    assert not (workspace / ".flowtape" / "runs").exists() or not any((workspace / ".flowtape" / "runs").iterdir())
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await collector(client).finished(run["runId"])
+    recorded = await request(client, "flowtape/graph", {"runId": run["runId"]})
+    recorded["graph"].pop("runId")
+    assert built == recorded  # the same picture before and after it ran
+
+
+async def test_a_flow_that_does_not_build_is_a_clear_error(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "broken.py", BROKEN)
+    with pytest.raises(JsonRpcException) as err:
+        await request(client, "flowtape/graph", {"uri": uri_of(flow)})
+    assert err.value.code == -32004 and "does not build" in str(err.value)
+    assert "broken.py:16" in str(err.value) and "Nope" in str(err.value)
+    with pytest.raises(JsonRpcException) as err:
+        await request(client, "flowtape/graph", {"uri": uri_of(flow), "workflow": "other"})
+    assert "no workflow 'other'" in str(err.value)
+    ok = write_flow(workspace, "count.py", count_flow(2))  # the server goes on answering
+    assert (await request(client, "flowtape/graph", {"uri": uri_of(ok)}))["graph"]["workflow"] == "main"
+
+
+async def test_graph_refuses_bad_params(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(2))
+    for params in ({}, {"runId": "x", "uri": uri_of(flow)}, {"uri": "file:///elsewhere/flow.py"}, {"uri": uri_of(flow), "stray": 1}):
+        with pytest.raises(JsonRpcException) as err:
+            await request(client, "flowtape/graph", params)
+        assert err.value.code == -32602, (params, err.value)
+    with pytest.raises(JsonRpcException) as err:
+        await request(client, "flowtape/graph", {"runId": "no-such-run"})
+    assert err.value.code == -32001 and "no-such-run" in str(err.value)
+
+
+async def test_queue_tokens_at_a_step_are_whole(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1})
+    await collector(client).finished(run["runId"])
+    g = (await request(client, "flowtape/graph", {"runId": run["runId"]}))["graph"]
+    edge = next(e for e in g["edges"] if e["src"] == "count" and e["dst"] == "double")
+    steps = (await request(client, "flowtape/getSteps", {"runId": run["runId"]}))["steps"]
+    assert all("startMs" in s for s in steps) and steps[-1]["startMs"] >= steps[0]["startMs"]
+    first = await request(client, "flowtape/queueTokens", {"runId": run["runId"], "step": 1, "queue": edge["queue"]})
+    assert first["id"] == "count.Out->double.In" and first["size"] == 1 and first["tokens"] == [1]
+    out = next(e for e in g["edges"] if e["dst"] == "" and e["dstPort"] == "Result")
+    last = await request(client, "flowtape/queueTokens", {"runId": run["runId"], "step": len(steps), "queue": out["queue"]})
+    assert last["tokens"] == [2, 4, 6]
+    with pytest.raises(JsonRpcException) as err:
+        await request(client, "flowtape/queueTokens", {"runId": run["runId"], "step": 1, "queue": 99})
+    assert err.value.code == -32602 and "out of range" in str(err.value)
