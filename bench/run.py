@@ -72,7 +72,10 @@ QUICK: dict[str, Any] = {
 }
 
 TARGET_SPEEDUP = 50.0
-TARGET_TAPE_OVERHEAD = 15.0  # %
+TARGET_TAPE_OVERHEAD = 50.0  # %, actors that do nothing (issue #26; the aim beyond it: 15%)
+TARGET_TAPE_OVERHEAD_AIM = 15.0  # %
+TARGET_LIGHT_TAPE_OVERHEAD = 5.0  # %, actors that do 0.2 ms of work
+TARGET_TAPE_BYTES_PER_FIRING = 120.0  # the chain flow
 TARGET_BIG_TAPE_MB = 20.0
 TARGET_REPLAY_SPEEDUP = 5.0
 TARGET_SLEEP_RESUME_PCT = 2.0
@@ -303,7 +306,7 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
         rows_tape.append([
             "chain, 0.2 ms/firing", "1", f"{light_n * FLOW_DEFS['chain'][2]:,}", fmt(best(on), ".3f", "s"),
             fmt(best(off), ".3f", "s"), fmt(overhead, "+.1f", "%"), fmt(overhead_med, "+.1f", "%"),
-            verdict(overhead <= TARGET_TAPE_OVERHEAD if overhead is not None else None),
+            verdict(overhead <= TARGET_LIGHT_TAPE_OVERHEAD if overhead is not None else None),
         ])
     results["speed"] = data
     notes = [
@@ -328,13 +331,14 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
     tape_notes = [
         f"same flows and sizes as above, tape on and off alternated in one process, {reps} runs each;"
         " overhead from the best times (median-based beside it).",
-        f"target: overhead <= {TARGET_TAPE_OVERHEAD:.0f}%.",
+        f"target: overhead <= {TARGET_TAPE_OVERHEAD:.0f}% for actors that do nothing (aim: {TARGET_TAPE_OVERHEAD_AIM:.0f}%),"
+        f" <= {TARGET_LIGHT_TAPE_OVERHEAD:.0f}% for actors that do 0.2 ms of work.",
         f"chain, 1 worker, as measured here: a firing costs {fmt(cost_off, '.1f')} us untaped and recording it"
-        f" {fmt(cost_rec, '.1f')} us more (a firing record and a step record: encode, digest, hash chain, one"
+        f" {fmt(cost_rec, '.1f')} us more (one line per firing, its step included: encode, digest, hash chain, one"
         " write). 'chain, 0.2 ms/firing': the same chain whose actors each wait 0.2 ms.",
-        f"floor (bench/floor.py): writing those two records alone, with Flowtape's structs and hash chain and"
-        f" no engine around them, costs {fmt(floor, '.1f')} us a firing here, {fmt(floor_pct, '.0f', '%')} of an"
-        " untaped firing: no recorder in Python meets the target on actors that do nothing.",
+        f"floor (bench/floor.py): that line alone, built, encoded, sealed and written by Flowtape's own writer"
+        f" with no engine around it, costs {fmt(floor, '.1f')} us a firing here, {fmt(floor_pct, '.0f', '%')} of an"
+        " untaped firing.",
     ]
     return [
         table("1. Engine speed: Flowtape vs wfpy 1.1.0 (firings/s)",
@@ -452,7 +456,8 @@ def tape_and_resume(b: Bench, results: dict[str, Any]) -> list[str]:
     rows = []
     ft_bpf = ft_speed["tape_bytes"] / ft_speed["firings"] if ft_speed.get("tape_bytes") else None
     rows.append(["Flowtape tape.jsonl", "chain", f"{ft_speed.get('firings', 0):,}", fmt(ft_speed.get("tape_bytes")),
-                 fmt(ft_bpf, ",.0f"), "-"])
+                 fmt(ft_bpf, ",.0f"),
+                 f"target <= {TARGET_TAPE_BYTES_PER_FIRING:.0f} B  {verdict(ft_bpf <= TARGET_TAPE_BYTES_PER_FIRING if ft_bpf else None)}"])
     wf_bpf = None
     if wf_speed.get("journal_bytes") is not None:
         total = wf_speed["journal_bytes"] + wf_speed["queues_bytes"]

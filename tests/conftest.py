@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from flowtape.tape import Tape
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -30,6 +31,39 @@ class Gen:
         return self.i
 
 {body}'''
+
+
+def check_replayed_in_place(old: Tape, new: Tape, live: tuple[str, ...] = ()) -> None:
+    """A resume where the recorded run stopped: every firing on the old tape replayed (those of
+    the actors in `live` aside), inside the same top-level firing, but for the top-level firings
+    that have no step there (a composite's is entered again, and it and its step are new; a
+    leaf's was cut from its step, written with it, and runs again). A step is marked replayed
+    exactly when all its firings were."""
+    stepped = {(s.actor, s.fireCount) for s in old.steps()}
+    recorded = {(f.actor, f.fireCount): f.within for f in old.firings()
+                if f.actor not in live and (f.within or (f.actor, f.fireCount) in stepped)}
+    replayed = {(f.actor, f.fireCount): f.within for f in new.firings() if f.replayed}
+    assert replayed == recorded
+    firings_of: dict[tuple[str, int], list[bool]] = {}
+    for f in new.firings():
+        top = (f.within[0], f.within[1]) if f.within else (f.actor, f.fireCount)
+        firings_of.setdefault(top, []).append(f.replayed)
+    for s in new.steps():
+        assert s.replayed == all(firings_of[(s.actor, s.fireCount)]), s
+
+
+@pytest.fixture(params=["trusted", "checkpoints", "verified"])
+def resume_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How a resume reads the recorded run: as a tape this machine wrote (trust.py), the same with
+    a checkpoint after every other step, or verified in full as a tape from elsewhere."""
+    from flowtape import scheduler, trust
+
+    if request.param == "checkpoints":
+        monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
+        monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    if request.param == "verified":
+        monkeypatch.setattr(trust, "seals", lambda data, seal: False)
+    return str(request.param)
 
 
 @pytest.fixture

@@ -154,8 +154,8 @@ def test_verify_refuses_a_tampered_tape(cli, tmp_path):
     cli("run", CHAIN, "--run-id", "r1")
     tape = tmp_path / "runs" / "r1" / "tape.jsonl"
     lines = tape.read_text(encoding="utf-8").splitlines(keepends=True)
-    index = [i for i, line in enumerate(lines) if line.startswith('{"t":"f",')][1]  # the second firing
-    lines[index] = lines[index].replace('{"t":"f",', '{"t":"f","seq":7,')
+    index = [i for i, line in enumerate(lines) if line.startswith('{"t":"F",')][1]  # the second firing
+    lines[index] = lines[index].replace('{"t":"F",', '{"t":"F","seq":7,')
     tape.write_text("".join(lines), encoding="utf-8")
     code, out, err = cli("verify", "r1")
     assert code == 1 and out == ""
@@ -265,7 +265,7 @@ def test_an_input_of_the_wrong_type_is_refused_before_anything_runs(cli, write_f
 
 
 def test_the_items_of_a_typed_container_input_are_checked_too():
-    from flowtape.runner import _fits
+    from flowtape.fits import fits as _fits
 
     assert _fits([1, 2], list[int]) and not _fits(["a"], list[int]) and not _fits([True], list[int])
     assert _fits({"a": 1.5, "b": 2}, dict[str, float]) and not _fits({"a": "x"}, dict[str, float])
@@ -333,8 +333,8 @@ def test_show_a_step_of_a_changed_tape_verifies_it_and_refuses_it(cli, tmp_path)
     cli("run", CHAIN, "--run-id", "r1", "--max-workers", "1")
     tape = tmp_path / "runs" / "r1" / "tape.jsonl"
     lines = tape.read_bytes().splitlines()
-    at = next(i for i, line in enumerate(lines) if b'"actor":"double"' in line and b'"produced"' in line)
-    lines[at] = lines[at].replace(b'"produced":[[2,[2]]]', b'"produced":[[2,[4]]]')
+    at = next(i for i, line in enumerate(lines) if b'"a":"double"' in line and b'"p"' in line)
+    lines[at] = lines[at].replace(b'"p":[[2,[2]]]', b'"p":[[2,[4]]]')
     tape.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     code, out, err = cli("show", "r1", "--step", "12")
     assert code == 1 and out == "" and "consumed digests match" in err

@@ -85,6 +85,10 @@ def test_a_changed_flow_fails_naming_the_first_step_that_moved():
     # first firing, which now puts 3
     assert "step 2 moved (double fire 1)" in message
     assert "firings:" in message
+    # and the firing, told as `flowtape diff` tells it: what it put in the golden and now
+    assert "double firing 1 (a: step 2, b: step 2): outputs, state" not in message
+    assert "double firing 1 (a: step 2, b: step 2): outputs" in message
+    assert "a: {'double.Out->add_one.In': [2]}" in message and "b: {'double.Out->add_one.In': [3]}" in message
     assert "actor:" not in message and "queues:" not in message
     assert str(GOLDEN / "chain.json") in message
 
@@ -94,7 +98,11 @@ def test_a_longer_run_fails_naming_the_step_where_it_departs():
         check(_longer_chain(), GOLDEN / "chain.json")
     # in rounds each number goes down the whole chain before the next is emitted: steps 1-15 are
     # unchanged, and the run departs where the source fires a 6th time, after the golden's last step
-    assert str(info.value) == f"{GOLDEN / 'chain.json'}: step 16 is new: numbers fire 6"
+    headline, _, firing = str(info.value).partition("\n")
+    assert headline == f"{GOLDEN / 'chain.json'}: step 16 is new: numbers fire 6"
+    # then the first differing firing, as `flowtape diff` tells it, with its values
+    assert firing.startswith("first firing that differs (a = the golden, b = this run): numbers firing 6 (a: —, b: step 16): only in b")
+    assert "outputs:" in firing and "[6]" in firing
 
 
 def test_compare_names_changed_fields_new_and_missing_steps():

@@ -75,18 +75,6 @@ COUNTERS = {
 }
 
 
-@pytest.fixture(params=["trusted", "checkpoints", "verified"])
-def resume_path(request, monkeypatch):
-    """How a resume reads the recorded run: as a tape this machine wrote (trust.py), the same with
-    a checkpoint after every other step, or verified in full as a tape from elsewhere."""
-    if request.param == "checkpoints":
-        monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
-        monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
-    if request.param == "verified":
-        monkeypatch.setattr(trust, "seals", lambda data, seal: False)
-    return request.param
-
-
 def check_resume(module, flow, original, at_step: int, workers: int, runs_dir: Path) -> None:
     module.CALLS.clear()
     resumed = execute(flow, max_workers=workers, runs_dir=runs_dir, resume_from=original.run_dir, at_step=at_step)
@@ -356,9 +344,9 @@ def test_refused_a_tape_that_fails_verification(chain, tmp_path):
     original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
     path = original.run_dir / "tape.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
-    index = next(i for i, line in enumerate(lines) if b'"actor":"double"' in line and b'"fireCount":2' in line)
-    assert b'"produced":[[2,[4]]]' in lines[index]
-    lines[index] = lines[index].replace(b'"produced":[[2,[4]]]', b'"produced":[[2,[5]]]')  # a forged answer
+    index = next(i for i, line in enumerate(lines) if b'"a":"double"' in line and b'"n":2' in line)
+    assert b'"p":[[2,[4]]]' in lines[index]
+    lines[index] = lines[index].replace(b'"p":[[2,[4]]]', b'"p":[[2,[5]]]')  # a forged answer
     path.write_bytes(b"".join(lines))
     with pytest.raises(ResumeRefused, match="fails verification"):
         execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)
@@ -506,8 +494,8 @@ def test_a_changed_tape_is_verified_in_full_even_if_consistent(chain, tmp_path):
     original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
     path = original.run_dir / "tape.jsonl"
     lines = path.read_bytes().splitlines()
-    at = next(i for i, line in enumerate(lines) if b'"actor":"double"' in line and b'"produced"' in line)
-    lines[at] = lines[at].replace(b'"produced":[[2,[2]]]', b'"produced":[[2,[3]]]')
+    at = next(i for i, line in enumerate(lines) if b'"a":"double"' in line and b'"p"' in line)
+    lines[at] = lines[at].replace(b'"p":[[2,[2]]]', b'"p":[[2,[3]]]')
     from flowtape.tape import reseal
 
     path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
@@ -558,12 +546,12 @@ def test_a_sealed_tape_of_another_version_is_refused_with_the_reason(chain, tmp_
     from flowtape.tape import reseal
 
     lines = path.read_bytes().splitlines()
-    lines[0] = lines[0].replace(b'"version":5,', b'"version":6,', 1)
+    lines[0] = lines[0].replace(b'"version":6,', b'"version":7,', 1)
     path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     summary = read_summary(original.run_dir)
     summary.tape = trust.seal_file(path, path.stat().st_size)  # as if a later Flowtape had written it
     write_summary(original.run_dir, summary)
-    with pytest.raises(ResumeRefused, match="format version 6; this Flowtape reads versions 2, 3, 4 and 5"):
+    with pytest.raises(ResumeRefused, match="format version 7; this Flowtape reads versions 2, 3, 4, 5 and 6"):
         execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)
 
 
@@ -1083,7 +1071,7 @@ def test_a_run_still_running_is_not_resumed_until_it_ends(write_flow, tmp_path):
     try:
         tape = tmp_path / "live" / "tape.jsonl"
         deadline = time.monotonic() + 30
-        while (not tape.exists() or tape.read_bytes().count(b'{"t":"s"') < 3) and time.monotonic() < deadline:
+        while (not tape.exists() or tape.read_bytes().count(b'{"t":"s"') + tape.read_bytes().count(b'{"t":"F"') < 3) and time.monotonic() < deadline:
             time.sleep(0.05)
         with pytest.raises(ResumeRefused, match=rf"run live: it is still running \(process {child.pid}\)"):
             execute(load_flow(path), runs_dir=tmp_path, resume_from="live")

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 from flowtape.cli import main as cli_main
 from flowtape.errors import TraceCorruption
@@ -20,10 +21,13 @@ from flowtape.tape import (
     FORMAT_VERSION,
     Diverged,
     Firing,
+    SimpleFiring,
     Step,
     StepFiller,
+    decode_line,
     decode_record,
     encode_record,
+    read_tape,
     reseal,
 )
 from flowtape.verify import verify
@@ -58,11 +62,16 @@ def firing(lines: list[bytes], seq: int) -> int:
     the last step's number: read as a reader would)."""
     filler = StepFiller()
     for i, raw in enumerate(lines):
-        record = decode_record(raw)
-        filler.see(record)
-        if isinstance(record, Firing) and record.seq == seq:
-            return i
+        for record in decode_line(raw):
+            filler.see(record)
+            if isinstance(record, Firing) and record.seq == seq:
+                return i
     raise LookupError(seq)
+
+
+def simple(raw: bytes) -> SimpleFiring:
+    """A simple firing's line, to edit and write back with `encode_record`."""
+    return msgspec.json.decode(raw, type=SimpleFiring)
 
 
 def next_hashed(lines: list[bytes], i: int) -> int:
@@ -101,7 +110,7 @@ def test_verify_tells_how_far_it_has_got_and_a_terminal_shows_it(run, monkeypatc
     monkeypatch.setattr(flowtape.verify, "PROGRESS_EVERY", 8)
     calls: list[tuple[int, int]] = []
     verify(run, progress=lambda done, total: calls.append((done, total)))
-    records = len(lines_of(run)) - 1
+    records = len(read_tape(run).lines) - 1  # a simple firing's line holds two records: its firing and its step
     assert calls == [(done, records) for done in range(0, records, 8)]
     shown = Checking(io.StringIO(), every=0)
     shown.start -= 1  # shown once the check has taken half a second
@@ -112,8 +121,8 @@ def test_verify_tells_how_far_it_has_got_and_a_terminal_shows_it(run, monkeypatc
 
 def test_a_forged_firing_is_detected(run):
     lines = lines_of(run)
-    at = find(lines, b'"actor":"add"', b'"fireCount":2')
-    forged = lines[at].replace(b'"fireCount":2', b'"fireCount":3')
+    at = find(lines, b'"a":"add"', b'"n":2')
+    forged = lines[at].replace(b'"n":2', b'"n":3')
     written = lines[:at] + [forged] + lines[at:]
     write(run, written)
     exc = corrupt(run)
@@ -162,7 +171,7 @@ def test_a_forged_extra_output_is_detected(run):
 def test_reordered_records_are_detected(run):
     lines = lines_of(run)
     a = firing(lines, 2)
-    b = a + 1  # the step of seq 2
+    b = a + 1  # the line of seq 3 (and step 3)
     swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
     write(run, swapped)
     exc = corrupt(run)
@@ -171,19 +180,18 @@ def test_reordered_records_are_detected(run):
 
     write(run, reseal(swapped))
     exc = corrupt(run)
-    assert exc.line == a + 1
-    assert exc.rule == "a step names its firing"  # it names none and follows no firing
+    # a simple firing's line says its step, and so its seq: step 3 cannot come second
+    assert (exc.line, exc.rule) == (a + 1, "seq increases by one")
 
-    f3 = firing(lines, 3)
-    two_firings = lines[:a] + [lines[f3], lines[f3 + 1], lines[a], lines[b]] + lines[f3 + 2 :]
-    write(run, reseal(two_firings))
+    # renumbered to fit where it now stands, firing 3 takes from a queue nothing has put into yet
+    moved = simple(lines[b])
+    moved.step = 2
+    write(run, reseal(lines[:a] + [encode_record(moved)] + lines[b + 1 :]))
     exc = corrupt(run)
-    # firing 3 was written without its seq (one past step 2's number): read after step 1, it
-    # claims to be firing 2, and takes from a queue nothing has put into yet
     assert (exc.line, exc.rule) == (a + 1, "nothing is taken that was never put")
-    # with its seq written out, as a firing nested in a composite's has it
-    two_firings[a] = two_firings[a].replace(b'{"t":"f",', b'{"t":"f","seq":3,', 1)
-    write(run, reseal(two_firings))
+    # with its seq written out, as a firing after a composite's nested ones has it
+    moved.seq = 3
+    write(run, reseal(lines[:a] + [encode_record(moved)] + lines[b + 1 :]))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (a + 1, "seq increases by one")
 
@@ -195,7 +203,7 @@ def test_a_re_appended_old_record_is_detected(run):
     exc = corrupt(run)
     # a firing line without a hash of its own is covered by none after the end: the rebuild finds it
     assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")
-    hashed = lines[find(lines, b'"t":"f"', b',"h":"')]
+    hashed = lines[find(lines, b'"t":"F"', b',"h":"')]
     write(run, lines + [hashed])
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(lines) + 1, "hash chain")
@@ -204,14 +212,21 @@ def test_a_re_appended_old_record_is_detected(run):
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(lines) + 1, "the end record is last")
 
-    # without an end record (a killed run): written without its seq, the old firing reads as
-    # the next one, and its fire count runs backwards
+    # without an end record (a killed run): its line says step 1, so seq 1, and the sequence runs backwards
     body = lines[:-1]
     write(run, reseal(body + [old]))
     exc = corrupt(run)
+    assert (exc.line, exc.rule) == (len(body) + 1, "seq increases by one")
+    assert "seq 1 follows seq 20" in str(exc)
+    # renumbered as the next step, its fire count runs backwards
+    again = simple(old)
+    again.step = 21
+    write(run, reseal(body + [encode_record(again)]))
+    exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(body) + 1, "fireCount is one more than the actor's previous")
     # with its seq written out, the sequence runs backwards
-    write(run, reseal(body + [old.replace(b'{"t":"f",', b'{"t":"f","seq":1,', 1)]))
+    again.seq = 1
+    write(run, reseal(body + [encode_record(again)]))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (len(body) + 1, "seq increases by one")
     assert "seq 1 follows seq 20" in str(exc)
@@ -219,10 +234,10 @@ def test_a_re_appended_old_record_is_detected(run):
 
 def test_an_edited_token_is_detected(run):
     lines = lines_of(run)
-    at = find(lines, b'"actor":"double"', b'"fireCount":2')
-    assert b'"produced":[[2,[4]]]' in lines[at]
+    at = find(lines, b'"a":"double"', b'"n":2')
+    assert b'"p":[[2,[4]]]' in lines[at]
     edited = list(lines)
-    edited[at] = lines[at].replace(b'"produced":[[2,[4]]]', b'"produced":[[2,[40]]]')
+    edited[at] = lines[at].replace(b'"p":[[2,[4]]]', b'"p":[[2,[40]]]')
     write(run, edited)
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (next_hashed(edited, at), "hash chain") and names_line(exc, at + 1)
@@ -230,7 +245,7 @@ def test_an_edited_token_is_detected(run):
     # re-sealed: the consumer's recorded digest no longer matches what the queue held
     write(run, reseal(edited))
     exc = corrupt(run)
-    consumer = find(lines, b'"actor":"add"', b'"fireCount":2')
+    consumer = find(lines, b'"a":"add"', b'"n":2')
     assert exc.line == consumer + 1
     assert exc.rule == "consumed digests match the tokens produced into the queue, in FIFO order"
     assert "double.Out->add.In" in str(exc)
@@ -274,12 +289,12 @@ def test_a_dropped_line_is_detected(run):
 
     write(run, reseal(dropped))
     exc = corrupt(run)
-    assert exc.line == at + 1  # the step that followed the dropped firing now follows no firing
-    assert exc.rule == "a step names its firing"
+    assert (exc.line, exc.rule) == (at + 1, "seq increases by one")  # the next line says step 6: seq 6 after seq 4
 
-    # drop a firing and its step: the next firing, written without its seq, takes the hole's
-    # place, and takes a token that its dropped producer never put
-    write(run, reseal(lines[:at] + lines[at + 2 :]))
+    # the next one renumbered into the hole takes a token that its dropped producer never put
+    moved = simple(lines[at + 1])
+    moved.step = 5
+    write(run, reseal(lines[:at] + [encode_record(moved)] + lines[at + 2 :]))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (at + 1, "nothing is taken that was never put")
 
@@ -311,7 +326,7 @@ def test_an_unreadable_line_is_corruption_but_a_torn_last_line_is_not(run, capsy
     cut = len(data) - len(lines[-1]) // 2
     run.write_bytes(data[:cut])
     tape, rebuild = verify(run)
-    assert tape.torn and len(tape.lines) == len(lines) - 1
+    assert tape.torn and tape.lines[-1].number == len(lines) - 1
     assert rebuild.ended is None and rebuild.seq == 20
     assert "torn last line" in capsys.readouterr().err
 
@@ -332,11 +347,11 @@ def test_the_cli_verify(run, capsys, tmp_path):
 def test_a_tape_of_another_format_version_is_refused(run, capsys):
     path = run
     lines = lines_of(path)
-    lines[0] = lines[0].replace(b'"version":5,', b'"version":1,', 1)
+    lines[0] = lines[0].replace(b'"version":6,', b'"version":1,', 1)
     write(path, reseal(lines))
     error = corrupt(path)
     assert error.line == 1 and error.rule == "a known format version"
-    assert "version 1" in str(error) and "reads versions 2, 3, 4 and 5" in str(error)
+    assert "version 1" in str(error) and "reads versions 2, 3, 4, 5 and 6" in str(error)
     assert cli_main(["verify", str(path.parent)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("flowtape: cannot read this tape: line 1:") and "corrupt" not in err
@@ -361,24 +376,28 @@ def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, mo
     assert "actor states" in str(error)
 
 
-def test_on_disk_steps_and_most_firings_have_no_hash_and_a_simple_step_restates_nothing(tmp_path):
+def test_on_disk_steps_and_most_firings_have_no_hash_and_a_simple_firing_is_its_step_too(tmp_path):
     m = load_module(FLOWS / "branches.py")
     result = execute(m.looped, max_workers=1, runs_dir=tmp_path)
     lines = lines_of(result.run_dir / "tape.jsonl")
-    steps = [line for line in lines if line.startswith(b'{"t":"s",')]
-    firings = [line for line in lines if line.startswith(b'{"t":"f",')]
-    others = [line for line in lines if not line.startswith((b'{"t":"s",', b'{"t":"f",'))]
+    kinds = (b'{"t":"s",', b'{"t":"f",', b'{"t":"F",')
+    steps = [line for line in lines if line.startswith(kinds[0])]  # composite steps: loop items, several firings each
+    firings = [line for line in lines if line.startswith(kinds[1:])]
+    simple = [line for line in lines if line.startswith(kinds[2])]  # `done`: a firing and its step, one line
+    others = [line for line in lines if not line.startswith(kinds)]
     assert steps and all(b'"h":' not in line for line in steps)
     assert all(line.endswith(b'"}') and b',"h":"' in line for line in others)
     hashed = [i for i, line in enumerate(lines) if b',"h":"' in line]
     assert any(b',"h":"' in line for line in firings) and any(b',"h":"' not in line for line in firings)
     assert max(b - a for a, b in zip(hashed, hashed[1:], strict=False)) == COVERED_LINES + 1  # a hash every 16 lines at most
-    simple = [line for line in steps if b'"actor":' not in line]
-    named = [line for line in steps if b'"actor":' in line]  # loop items: several firings each
-    assert simple and all(b'"journalSeq"' not in line and b'"fireCount"' not in line for line in simple)
-    assert named and all(b'"journalSeq"' in line and b'"fireCount"' in line for line in named)
+    assert simple and all(b'"journalSeq"' not in line and b'"fireCount"' not in line and b'"s":' in line for line in simple)
+    assert b'"s":5,"seq":17,' in simple[0]  # its seq is not its step's number: the loop's firings came before
+    assert all(b'"journalSeq"' in line and b'"fireCount"' in line for line in steps)
+    tape, _ = verify(result.run_dir / "tape.jsonl")
+    done = [line.record for line in tape.lines if isinstance(line.record, Firing | Step) and line.record.actor == "done"]
+    assert [type(r) for r in done] == [Firing, Step] and done[1].journalSeq == done[0].seq == 17
     # an edited step is caught at the next hashed line
-    at = lines.index(simple[0])
+    at = lines.index(steps[0])
     edited = list(lines)
     edited[at] = lines[at][:-1] + b',"kind":"loop"}'
     write(result.run_dir / "tape.jsonl", edited)
@@ -390,23 +409,40 @@ def test_on_disk_a_firing_leaves_out_its_seq_when_it_is_one_past_the_last_step(t
     m = load_module(FLOWS / "branches.py")
     path = execute(m.looped, max_workers=1, runs_dir=tmp_path).run_dir / "tape.jsonl"
     lines = lines_of(path)
-    tape, _ = verify(path)
+    verify(path)
     last_step = 0
     seqs = []
-    for raw, line in zip(lines, tape.lines, strict=True):
-        if isinstance(line.record, Step):
-            last_step = line.record.step
-        elif isinstance(line.record, Firing):
-            assert (b'"seq":' not in raw) == (line.record.seq == last_step + 1), raw
-            seqs.append(line.record.seq)
+    filler = StepFiller()
+    for raw in lines:
+        for record in decode_line(raw):
+            filler.see(record)
+            if isinstance(record, Step):
+                last_step = record.step
+            elif isinstance(record, Firing):
+                assert (b'"seq":' not in raw) == (record.seq == last_step + 1), raw
+                seqs.append(record.seq)
     assert seqs == list(range(1, len(seqs) + 1))
     assert any(b'"seq":' in raw for raw in lines) and any(raw.startswith(b'{"t":"f","actor":') for raw in lines)
+
+
+def test_a_simple_firing_must_fit_its_format_version_and_its_queues(run):
+    lines = lines_of(run)
+    at = find(lines, b'"a":"add"', b'"n":2')
+    record = simple(lines[at])
+    record.sizes = [*record.sizes, 0]  # a size for a queue the firing did not touch
+    write(run, reseal(lines[:at] + [encode_record(record)] + lines[at + 1 :]))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (at + 1, "well-formed records") and "3 queue size(s) for the 2 queue(s)" in str(exc)
+    older = [lines[0].replace(b'"version":6,', b'"version":5,', 1), *lines[1:]]  # format 5 wrote a firing and its step apart
+    write(run, reseal(older))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (2, "records of the tape's format version") and "version 5 tape" in str(exc)
 
 
 TAPES = Path(__file__).parent / "tapes"
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_an_older_version_tape_still_verifies_reads_and_resumes(tmp_path, version):
     """Version 2 hashed every line and wrote every step's journalSeq; version 3 hashed every firing;
     version 4 wrote every changed state whole."""
@@ -444,26 +480,27 @@ def test_the_usual_accidents_to_a_tape_are_named(run, damage, line, words):
 
 
 def test_a_step_must_match_the_rebuilt_run(run):
-    """Step lines of a killed run after its last hashed line are covered by no hash: the rebuild's
+    """Lines of a killed run after its last hashed line are covered by no hash: the rebuild's
     own rules must catch an edit there (and in a re-sealed tape)."""
     lines = lines_of(run)[:-1]  # the end record gone, as if killed
     last = len(lines) - 1
-    assert lines[last].startswith(b'{"t":"s",') and b',"h":"' not in lines[last]
+    assert lines[last].startswith(b'{"t":"F",') and b',"h":"' not in lines[last]
     record = json.loads(lines[last])
-    record["q"] = [[index, size + 1] for index, size in record["q"]]
+    record["q"] = [size + 1 for size in record["q"]]
     write(run, lines[:last] + [json.dumps(record, separators=(",", ":")).encode()])
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (last + 1, "step queue sizes match the rebuilt run")
-    record = json.loads(lines[last])
-    record.update(actor="source", fireCount=1, journalSeq=20)  # a firing stepped long ago
-    write(run, lines[:last] + [json.dumps(record, separators=(",", ":")).encode()])
+    # a composite's step names its firing: one stepped long ago is refused
+    firing_, _ = simple(lines[last]).split()  # the last firing, written apart from a step that names another
+    step = Step(step=20, actor="source", fireCount=1, journalSeq=20, queues=[(1, 0)])
+    write(run, reseal(lines[:last] + [encode_record(firing_), encode_record(step)]))
     exc = corrupt(run)
-    assert (exc.line, exc.rule) == (last + 1, "steps name completed firings")
+    assert (exc.line, exc.rule) == (last + 2, "steps name completed firings")
 
 
 def test_a_finished_run_cut_short_and_bytes_after_the_end_are_refused(run, capsys):
     lines = lines_of(run)
-    write(run, lines[:-3])  # run.json says the run succeeded: its end (and more) was cut off
+    write(run, lines[:-2])  # run.json says the run succeeded: its end (and more) was cut off
     assert cli_main(["verify", str(run.parent)]) == 1
     err = capsys.readouterr().err
     assert "run.json says the run succeeded after 20 steps (the tape holds 19): it was cut short" in err
@@ -530,8 +567,9 @@ def test_replayed_marks_are_held_by_what_the_tape_says_it_resumed(run, tmp_path)
     write(run, lines[:1] + _marked(lines[1:3]) + lines[3:])
     exc = corrupt(run)
     assert exc.rule == "only a resumed run replays" and exc.line == 2
-    # a step marked replayed whose firing ran live
-    write(run, lines[:2] + _marked(lines[2:3]) + lines[3:])
+    # a step marked replayed whose firing ran live (written apart, as a reader may still meet them)
+    firing_, step_ = simple(lines[1]).split()
+    write(run, reseal(lines[:1] + [encode_record(firing_)] + _marked([encode_record(step_)]) + lines[2:]))
     assert corrupt(run).rule == "a step is replayed exactly when its firings are"
 
     write(run, lines)
@@ -541,18 +579,18 @@ def test_replayed_marks_are_held_by_what_the_tape_says_it_resumed(run, tmp_path)
     tape = resumed.run_dir / "tape.jsonl"
     verify(tape)
     good = lines_of(tape)
-    at = find(good, b'"t":"s"', b'"replayed":true', b'"step":6')
-    # one mark taken away: a step whose firing was replayed, not marked
+    at = find(good, b'"t":"F"', b'"replayed":true', b'"s":6,')
+    # one mark taken away: a simple firing (and its step) of the copied prefix that says it ran live
     write(tape, good[:at] + [good[at].replace(b'"replayed":true,', b"")] + good[at + 1 :])
     exc = corrupt(tape)
-    assert (exc.line, exc.rule) == (at + 1, "a step is replayed exactly when its firings are")
+    assert (exc.line, exc.rule) == (at + 1, "a copied prefix is exactly the replayed steps")
     # every mark taken away from a resume that copied its source's first 6 steps: it ran them all live?
     assert tape_of_header(good).chainFrom
     write(tape, [line.replace(b'"replayed":true,', b"") for line in good])
     exc = corrupt(tape)
-    assert (exc.line, exc.rule) == (find(good, b'"t":"s"') + 1, "a copied prefix is exactly the replayed steps")
+    assert (exc.line, exc.rule) == (find(good, b'"t":"F"') + 1, "a copied prefix is exactly the replayed steps")
     # one step too many marked
-    after = find(good, b'"t":"s"', b'"step":7')
+    after = find(good, b'"t":"F"', b'"s":7,')
     write(tape, good[: after - 1] + _marked(good[after - 1 : after + 1]) + good[after + 1 :])
     assert corrupt(tape).rule == "only a resumed run replays"
 
@@ -577,9 +615,8 @@ def test_a_firing_that_moves_tokens_along_another_actors_edge_is_refused(run, si
     lines = lines_of(run)
     header = decode_record(lines[0])
     queue = {qid: i for i, qid in enumerate(header.queues)}
-    at = find(lines, b'"actor":"add"' if side == "consumed" else b'"actor":"double"', b'"fireCount":1')
-    record = decode_record(lines[at])
-    assert isinstance(record, Firing)
+    at = find(lines, b'"a":"add"' if side == "consumed" else b'"a":"double"', b'"n":1')
+    record = simple(lines[at])
     if side == "consumed":
         (_, count, d), = record.consumed
         record.consumed = [(queue["source.Out->double.In"], count, d)]

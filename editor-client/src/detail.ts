@@ -18,10 +18,20 @@ function tokenList(tokens: string[]): string {
   return `<ol class="tokens">${tokens.map((t) => `<li><code>${esc(t)}</code></li>`).join("")}</ol>`;
 }
 
-function queueTable(title: string, rows: { queue: string; tokens: string[]; size?: number }[]): string {
+/** A link that runs a command with one argument (the webview allows command links, not scripts). */
+function commandLink(command: string, arg: unknown, text: string, title: string): string {
+  const href = `command:${command}?${encodeURIComponent(JSON.stringify([arg]))}`;
+  return `<a class="action" href="${esc(href)}" title="${esc(title)}">${esc(text)}</a>`;
+}
+
+function queueTable(title: string, rows: { queue: string; tokens: string[]; size?: number }[], fork?: { runId: string; step: number }): string {
   if (!rows || rows.length === 0) return `<h2>${esc(title)}</h2><p class="muted">none</p>`;
+  const edit = (r: { queue: string; tokens: string[] }) =>
+    fork && r.queue.includes("->") && r.tokens?.length
+      ? ` ${commandLink("flowtape.forkFromHere", { ...fork, where: `${r.queue}[0]` }, "✎", `fork from here with another token at the head of ${r.queue}`)}`
+      : "";
   const body = rows
-    .map((r) => `<tr><td><code>${esc(r.queue)}</code>${r.size !== undefined ? ` <span class="muted">(${r.size})</span>` : ""}</td><td>${tokenList(r.tokens)}</td></tr>`)
+    .map((r) => `<tr><td><code>${esc(r.queue)}</code>${r.size !== undefined ? ` <span class="muted">(${r.size})</span>` : ""}${edit(r)}</td><td>${tokenList(r.tokens)}</td></tr>`)
     .join("");
   return `<h2>${esc(title)}</h2><table><thead><tr><th>queue</th><th>tokens</th></tr></thead><tbody>${body}</tbody></table>`;
 }
@@ -60,6 +70,7 @@ table { border-collapse: collapse; width: 100%; } td, th { text-align: left; ver
 code, pre { font-family: var(--vscode-editor-font-family); } pre { margin: 0; white-space: pre-wrap; }
 .muted { color: var(--vscode-descriptionForeground); } ol.tokens { margin: 0; padding-left: 1.4em; }
 tr.current { background: var(--vscode-list-activeSelectionBackground); color: var(--vscode-list-activeSelectionForeground); }
+p.actions a.action { margin-right: 1.2em; } a { color: var(--vscode-textLink-foreground); text-decoration: none; }
 </style>${script}</head><body>
 ${detailBody(d, extra)}
 </body></html>`;
@@ -81,11 +92,14 @@ export function detailBody(d: StepDetail, extra: DetailExtra = {}): string {
     : "";
   return `<h1 id="title">Step ${d.step} · ${esc(d.actor)} · fire ${d.fireCount}</h1>
 <p class="muted">${esc(d.actorKind)} · run <code>${esc(d.runId)}</code></p>
+<p class="actions">${commandLink("flowtape.forkFromHere", { runId: d.runId, step: d.step }, "✎ Fork from here…", "edit a value at this step, then a new run goes on from it")}
+${commandLink("flowtape.debugFiring", { runId: d.runId, step: d.step }, "⏵ Debug this firing", "run this step's firing live under the debugger, at its recorded inputs")}
+${commandLink("flowtape.compareWith", { runId: d.runId }, "⇄ Compare with…", "the firings that differ from another run")}</p>
 ${inner && own ? queueTable("Taken (by the step)", own.taken) : queueTable("Taken", d.taken)}
 ${inner && own ? queueTable("Put (by the step)", own.put) : queueTable("Put", d.put)}
 ${inner}
 ${outputsSection(extra)}
-${queueTable("Queues after this step", d.queues)}
+${queueTable("Queues after this step", d.queues, { runId: d.runId, step: d.step })}
 <h2>Actor states</h2>${states}
 ${chat}`;
 }
@@ -104,7 +118,7 @@ export class DetailPanel {
         "flowtape.stepDetail",
         "Flowtape step",
         { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true },
-        { enableScripts: true, retainContextWhenHidden: false },
+        { enableScripts: true, enableCommandUris: ["flowtape.forkFromHere", "flowtape.debugFiring", "flowtape.compareWith"], retainContextWhenHidden: false },
       );
       const panel = this.panel;
       panel.onDidDispose(() => (this.panel = undefined));

@@ -31,6 +31,9 @@ import { openOutputs, tellFinished } from "./outputsView";
 import { StepMarks, type Now } from "./stepMarks";
 import { askGoTo, askResumeStep } from "./stepPrompts";
 import { GraphPanel } from "./graphPanel";
+import { choosePython } from "./python";
+import { WhatIf, type WhatIfHost } from "./whatif";
+import { FiringDebugger } from "./debug";
 
 const SELECT_MS = 250; // while following a streaming run: how often the server hears of the step
 
@@ -119,7 +122,21 @@ class Flowtape implements vscode.Disposable {
       }),
     );
     this.registerCommands();
+    this.registerWhatIf();
     this.updateStatus();
+  }
+
+  /** Fork, compare and debug one firing (whatif.ts, debug.ts), with what of the controller they need. */
+  private registerWhatIf(): void {
+    const host: WhatIfHost = {
+      request: (method, params) => this.request(method, params),
+      serverCommand: (command, params) => this.conn.serverCommand(command, params),
+      current: () => (this.stepper.runId ? { runId: this.stepper.runId, step: this.stepper.index } : undefined),
+      run: (runId) => this.store.run(runId),
+      followRun: (runId) => this.followRun(runId),
+      tell: (message) => this.tell(message),
+    };
+    this.disposables.push(new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
   }
 
   // ---- server ----------------------------------------------------------------------------------
@@ -139,7 +156,7 @@ class Flowtape implements vscode.Disposable {
     if (command === ServerCommands.resumeAtStep && isRunOnly(args[0])) {
       const at = await this.askStep(args[0].runId);
       if (at === undefined) return undefined;
-      args = [{ ...args[0], step: at }];
+      if (at !== null) args = [{ ...args[0], step: at }]; // (null: no step, where the run stopped)
     }
     if (command === ServerCommands.run && isRunParams(args[0]) && args[0].inputs === undefined) {
       const inputs = await askRunInputs((m, p) => this.request(m, p), (l) => this.log(l), args[0]);
@@ -674,8 +691,12 @@ class Flowtape implements vscode.Disposable {
   }
 
   /** Ask for the step to resume a run at (the run's last step offered); undefined if cancelled. */
-  private async askStep(runId: string): Promise<number | undefined> {
-    let total = this.store.run(runId)?.steps;
+  /** The step to resume `runId` at; null: where it stopped (no step: after its last, and inside
+   * the loop item, if branch or nested workflow it stopped in), the default for a run that failed
+   * or was stopped. */
+  private async askStep(runId: string): Promise<number | null | undefined> {
+    const known = this.store.run(runId);
+    let total = known?.steps;
     if (total === undefined) {
       try {
         total = (await this.request<GetStepsResult>(Methods.getSteps, { runId, from: 1, limit: 1 }))?.total;
@@ -684,7 +705,7 @@ class Flowtape implements vscode.Disposable {
         return undefined;
       }
     }
-    return askResumeStep(runId, total ?? 0);
+    return askResumeStep(runId, total ?? 0, known?.status === "failed" || known?.status === "stopped");
   }
 
   private openOutputs(runId: unknown, port?: unknown): Promise<void> {

@@ -20,16 +20,21 @@ export async function askGoTo(runId: string, index: number, total: () => number)
   return typeof n === "number" ? n : undefined;
 }
 
-/** The step (0 to `last`) to resume run `runId` at, the last offered; undefined if cancelled. */
-export async function askResumeStep(runId: string, last: number): Promise<number | undefined> {
+/** The step (0 to `last`) to resume run `runId` at; null: where it stopped (the default for a run
+ *  that failed or was stopped, `broken`); undefined if cancelled. */
+export async function askResumeStep(runId: string, last: number, broken: boolean): Promise<number | null | undefined> {
   const value = await vscode.window.showInputBox({
     title: `Resume run ${shortRunId(runId)} at step`,
-    prompt: `A step from 0 to ${last}: the steps up to it are replayed from the tape, the rest runs live`,
-    value: String(last),
+    prompt:
+      `A step from 0 to ${last}: the steps up to it are replayed from the tape, the rest runs live. ` +
+      `Empty: where the run stopped, inside the loop item, if branch or nested workflow it stopped in too`,
+    placeHolder: `empty: where it stopped (after step ${last})`,
+    value: broken ? "" : String(last),
     validateInput: (text) => {
       const n = Number(text.trim());
-      return /^\d+$/.test(text.trim()) && n <= last ? undefined : `a whole number from 0 to ${last}`;
+      return text.trim() === "" || (/^\d+$/.test(text.trim()) && n <= last) ? undefined : `a whole number from 0 to ${last}, or empty`;
     },
   });
-  return value === undefined ? undefined : Number(value.trim());
+  if (value === undefined) return undefined;
+  return value.trim() === "" ? null : Number(value.trim());
 }

@@ -38,12 +38,17 @@ def _declared(spec: TaskSpec, ports: dict[str, Any], who: str) -> None:
         raise ValueError(f"{who} {', '.join(map(repr, unknown))}, which is no output port of {spec.name} (its outputs: {names})")
 
 
-def ask(spec: TaskSpec, obj: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
-    """One agent firing: its answer per output port, and the chat messages it adds."""
+def ask(
+    spec: TaskSpec, obj: Any, inputs: dict[str, Any], given: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """One agent firing: its answer per output port, and the chat messages it adds. A `given`
+    answer (a fork's edit) stands for the transport's."""
     config = spec.agent
     assert config is not None
     history: list[dict[str, str]] = getattr(obj, "chat_history", [])
-    if callable(config.transport):
+    if given is not None:
+        answer = dict(given)
+    elif callable(config.transport):
         answer = config.transport(config.prompt, dict(inputs), list(history))
         if not isinstance(answer, dict):
             answer = {port: answer for port in spec.outputs}

@@ -1,4 +1,4 @@
-"""The `flowtape` command: run, runs, show, verify, golden, lsp."""
+"""The `flowtape` command: run, runs, show, verify, diff, debug, golden, lsp."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from .tape import FORMAT_VERSION, Tape
 from .values import preview, preview_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+THEN_CHOICES = ("stop", "live")  # `debug --then`: what the run does after the debugged firing
 OUTPUT_CHARS = 10_000  # per output port, in text mode
 
 
@@ -106,6 +107,7 @@ def _runs_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .fork import parse_sets
     from .loader import load_flow
     from .progress import Progress
     from .runner import execute
@@ -120,6 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if names.count(name) > 1:
             raise UsageError(f"--input {name} is given {names.count(name)} times: give each input once")
     inputs = {**_inputs_json(args.inputs_json), **dict(given)}
+    edits = parse_sets(args.set)
 
     def note_missing(run_id: str, run_dir: Path | None) -> None:  # once the run starts: not before a usage error
         if args.resume_from is None:
@@ -140,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = execute(
                 flow, inputs, max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id,
                 tape=not args.no_tape, durable=args.durable, resume_from=args.resume_from, at_step=args.at_step,
-                on_step=progress, max_steps=args.max_steps, on_start=started, on_check=checking,
+                on_step=progress, max_steps=args.max_steps, on_start=started, on_check=checking, edits=edits,
             )
     finally:
         if progress is not None:
@@ -278,7 +281,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         _say(f"no runs in {_runs_dir(args)}")
     for run in listed:
         s, name = run.summary, Path(run.dir).name
-        origin = f"  resumed from {s.resumedFrom} @ step {s.resumedAtStep}" if s.resumedFrom else ""
+        edits = f" ({s.edits} edit{'s' if s.edits != 1 else ''})" if s.edits else ""
+        how = "forked" if s.edits else "resumed"
+        origin = f"  {how} from {s.resumedFrom} @ step {s.resumedAtStep}{edits}" if s.resumedFrom else ""
         copied = f"  (a copy of run {s.id})" if name != s.id else ""  # the name is what `show` takes
         row = f"{name}  {s.workflow:<16} {s.status:<9} {s.steps:>7} steps  {s.startedAt}{origin}{copied}"
         _say(row.replace("\n", "\\n"))  # one run, one line
@@ -286,8 +291,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .fork import fork_edits
     from .show import detail_of, format_detail, load, run_detail
-    from .tape import Diverged, Step
+    from .tape import Diverged, Edited, Step
 
     if args.records and (args.step is not None or args.json):
         raise UsageError("--records prints every record of the run, as JSON already: leave out --step and --json")
@@ -312,13 +318,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     end = tape.end
     _say(f"run {h.runId} · workflow {h.workflow} · {h.flowFile}")
     if h.resumedFrom:
-        _say(f"resumed from {h.resumedFrom} at step {h.resumedAtStep}")
+        how = "forked" if fork_edits(tape) else "resumed"
+        _say(f"{how} from {h.resumedFrom} at step {h.resumedAtStep}")
     for record in tape.records():
         if isinstance(record, Step):
             mark = "  [replayed]" if record.replayed else ""
             _say(f"  {record.step:>5} · {record.actor} · fire {record.fireCount} · seq {record.journalSeq}{mark}")
         elif isinstance(record, Diverged):  # where the replay stopped, between the steps around it
             _say(f"        replay stopped: {record.actor} firing {record.fireCount}: {record.detail()}")
+        elif isinstance(record, Edited):  # a fork's edit, where it was made
+            _say(f"        edited: {record.what} = {preview_json(msgspec.json.decode(record.value), 120)}"
+                 + (" (its next answer)" if record.answer else ""))
     if end is not None:
         _say(f"{end.status} · outputs {preview_json(msgspec.json.decode(end.outputs), 2000)}")
         if end.error is not None:
@@ -349,6 +359,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _check_summary(summary: RunSummary, tape: Tape) -> None:
     """`runs` lists what run.json says: it must tell the tape's story, not an edited or stale one."""
+    from .fork import fork_edits
+
     header, end = tape.header, tape.end
     told: list[tuple[str, object, object]] = [("id", summary.id, header.runId), ("workflow", summary.workflow, header.workflow)]
     if end is not None:
@@ -357,30 +369,67 @@ def _check_summary(summary: RunSummary, tape: Tape) -> None:
     wrong = [f"{name} {said!r} (the tape: {held!r})" for name, said, held in told if said != held]
     if end is not None and msgspec.json.decode(summary.outputs or b"{}") != msgspec.json.decode(end.outputs):
         wrong.append("other outputs than the tape's end record")
+    made = fork_edits(tape)
+    if summary.edits != made:
+        wrong.append(f"edits {summary.edits} (the tape: {made})")
     if wrong:
         raise FlowtapeError(f"run.json disagrees with the tape, which holds together: {'; '.join(wrong)} "
                             "(run.json was edited, or copied from another run)")
 
 
 def cmd_golden(args: argparse.Namespace) -> int:
+    from .fork import parse_sets
     from .golden import GoldenMismatch, check, record
     from .loader import load_flow
 
+    if args.resume_from is not None and args.workflow is None:
+        args.workflow = _recorded_workflow(args)
     flow = load_flow(args.flow, args.workflow)
     inputs = dict(_parse_input(i, flow.inputs) for i in args.input) or None
+    fork: dict[str, Any] = {}
+    if args.resume_from is not None:  # a golden of a resume or a fork of a recorded run
+        fork = {"resume_from": resolve_run(args.resume_from, _runs_dir(args)).resolve(), "at_step": args.at_step,
+                "edits": parse_sets(args.set)}
+    elif args.set or args.at_step is not None:
+        raise UsageError("--at-step and --set need --resume-from")
     if args.action == "record":
-        data = record(flow, Path(args.golden), inputs)
+        data = record(flow, Path(args.golden), inputs, **fork)
         print(f"recorded {args.golden}: {len(data['steps'])} steps")
         if data["end"].get("status") == "failed":  # a golden may hold a failure on purpose: said, not refused
             print(f"flowtape: note: the recorded run failed, and the golden holds that: {data['end'].get('error')}", file=sys.stderr)
         return EXIT_OK
     try:
-        check(flow, Path(args.golden), inputs)
+        check(flow, Path(args.golden), inputs, **fork)
     except GoldenMismatch as exc:
         print(f"flowtape: golden mismatch: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(f"ok: matches {args.golden}")
     return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import diff_runs, format_diff
+
+    runs = _runs_dir(args)
+    try:
+        with _checking() as progress:  # (a long tape takes seconds to check)
+            diff = diff_runs(resolve_run(args.run_a, runs), resolve_run(args.run_b, runs), args.actor, progress)
+    except ValueError as exc:  # an --actor neither run has
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _say_json(diff)
+    else:
+        _say(format_diff(diff))
+    return EXIT_OK if diff.same else EXIT_FAILED
+
+
+def cmd_debug(args: argparse.Namespace) -> int:
+    from .debug import debug_firing
+
+    run_dir = resolve_run(args.run, _runs_dir(args))
+    ok = debug_firing(run_dir, args.step, args.actor, then=args.then, port=args.port, flow_file=args.flow,
+                      max_workers=args.max_workers, runs_dir=_runs_dir(args), run_id=args.run_id)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -452,7 +501,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--durable", action="store_true", help="fsync every tape record")
     p.add_argument("--no-tape", action="store_true", help="do not record the run")
     p.add_argument("--resume-from", metavar="RUN", help="resume a recorded run (an id or a run directory)")
-    p.add_argument("--at-step", type=_count(), metavar="N", help="with --resume-from: the step to resume at (default: its last)")
+    p.add_argument("--at-step", type=_count(), metavar="N", help="with --resume-from: the step to resume at, all after it live (default: where it stopped, also inside the loop item, if branch or nested workflow it stopped in)")
+    p.add_argument("--set", action="append", default=[], metavar="WHERE=VALUE",
+                   help="with --resume-from: fork, editing a value at the step first: QUEUE[i]=JSON (a waiting token; "
+                        "QUEUE is its id or its consumer's port, a.In), ACTOR.field=JSON, AGENT.answer[.PORT]=JSON; repeatable")
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("runs", help="list runs, newest first")
@@ -479,7 +531,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("golden", help="the golden file (JSON)")
     p.add_argument("--workflow", **workflow)
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="as for run")
+    p.add_argument("--resume-from", metavar="RUN", help="the golden of a resume (or, with --set, a fork) of a recorded run")
+    p.add_argument("--at-step", type=_count(), metavar="N", help="as for run")
+    p.add_argument("--set", action="append", default=[], metavar="WHERE=VALUE", help="as for run")
+    p.add_argument("--runs-dir", **runs_dir)
     p.set_defaults(fn=cmd_golden)
+
+    p = sub.add_parser("diff", help="compare two runs firing by firing: the first difference, with the values")
+    p.add_argument("run_a", metavar="RUN_A", help="a run directory or a run id")
+    p.add_argument("run_b", metavar="RUN_B", help="the run to compare it with")
+    p.add_argument("--actor", metavar="NAME", help="compare only this actor's firings (its path)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: every differing firing, values whole")
+    p.add_argument("--runs-dir", **runs_dir)
+    p.set_defaults(fn=cmd_diff)
+
+    p = sub.add_parser("debug", help="run one recorded firing live under the Python debugger (debugpy), after replaying what came before")
+    p.add_argument("run", help="a run directory or a run id")
+    p.add_argument("--step", type=_count(1), metavar="N", required=True, help="the step whose firing to debug")
+    p.add_argument("--actor", metavar="NAME", help="debug this actor's last firing at or before step N instead (one inside a loop, say)")
+    p.add_argument("--then", choices=THEN_CHOICES, default="stop",
+                   help="after the firing: stop the run (default), or go on live")
+    p.add_argument("--port", type=_count(0, 65535), default=5678, metavar="PORT",
+                   help="where debugpy listens on 127.0.0.1 (default 5678; 0: a free port, said on stderr)")
+    p.add_argument("--flow", metavar="FILE", help="the flow file (default: the one the run ran)")
+    p.add_argument("--max-workers", type=_count(1, MAX_WORKERS), metavar="N", help="threads firing actors (default 1: the recorded order)")
+    p.add_argument("--run-id", metavar="ID", help="the new run's id")
+    p.add_argument("--runs-dir", **runs_dir)
+    p.set_defaults(fn=cmd_debug)
 
     p = sub.add_parser("graph", help="print a flow's graph (actors, nesting, queues) without running it, or a run's")
     p.add_argument("target", help="a Python file defining a @workflow, or a run directory or run id")
@@ -498,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    _Parser.json_asked = bool(words) and words[0] in ("run", "runs", "show") and "--json" in words
+    _Parser.json_asked = bool(words) and words[0] in ("run", "runs", "show", "diff") and "--json" in words
     args = build_parser().parse_args(argv)
     verbose = bool(getattr(args, "verbose", False))
     try:

@@ -68,18 +68,23 @@ def _commit_start(
         inner.any_live = True
         if engine.check_actions:
             engine.live_queues.update(q.index for q, _ in produced)
+    # A top-level firing recorded without its step (it failed, was stopped or killed inside) is
+    # entered again: the firings it recorded replay, but it, and so its step, is new.
+    again = ctx is None and (actor.path, fire_count) in engine.unfinished
+    if again:
+        inner.any_live = True
     if actor.kind == "loop":  # handing in an item: the loop is between two items until it is done
         item = f"{actor.path}.item->"
         if any(q.id.startswith(item) for q, _ in produced):
             engine.loops_mid.add(actor.path)
         else:
             engine.loops_mid.discard(actor.path)
-    engine._write(engine._firing_record(actor, fire_count, takes, produced, ctx, covered))
+    engine._write(engine._firing_record(actor, fire_count, takes, produced, ctx, covered and not again))
 
 def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
     if ctx is None and not engine.halted:
         engine.last_taken = inner.taken
-        engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start, simple=False))
+        engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start))
 
 
 def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
@@ -96,8 +101,6 @@ def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
         owner = engine.exclusive
         if ctx is None:
             engine.exclusive = me
-            if engine.tape is not None:
-                engine.tape.hold()
         actor.running = True
         pool.in_flight += 1
         try:
@@ -111,8 +114,6 @@ def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
             pool.in_flight -= 1
             if ctx is None:
                 engine.exclusive = owner
-                if engine.tape is not None:
-                    engine.tape.release()
             if engine._wake or engine.halted:  # idle workers care only about top-level news
                 engine._wake = False
                 engine.cond.notify_all()

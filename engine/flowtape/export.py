@@ -10,7 +10,7 @@ import msgspec
 from msgspec import Raw
 
 from .show import StepLine, Tokens
-from .tape import Diverged, End, Final, Firing, Header, Step, Tape, resolve_state
+from .tape import Diverged, Edited, End, Final, Firing, Header, Step, Tape, resolve_state
 
 
 class Consumed(msgspec.Struct):
@@ -52,6 +52,21 @@ class FinalRecord(msgspec.Struct):
     lastTaken: list[Tokens]
 
 
+class EditRecord(msgspec.Struct, tag="edit", tag_field="t"):
+    """A fork's edit (tape.Edited), its queue named."""
+
+    step: int
+    what: str
+    queue: str | None  # a token's queue (with `index`), else null
+    index: int
+    actor: str | None  # a field's or an answer's actor, else null
+    field: str | None
+    answer: bool
+    old: str
+    new: str
+    value: Raw
+
+
 class EndRecord(End, tag="end", tag_field="t", omit_defaults=True):
     final: FinalRecord | None = None  # type: ignore[assignment]  # (the tape's Final, queues named)
 
@@ -80,6 +95,9 @@ def full_records(tape: Tape) -> Iterator[msgspec.Struct]:
             )
         elif isinstance(record, End):
             yield EndRecord(**{**msgspec.structs.asdict(record), "h": "", "final": _final(record.final, names)})
+        elif isinstance(record, Edited):
+            yield EditRecord(record.step, record.what, names[record.queue] if record.queue >= 0 else None, record.index,
+                             record.actor or None, record.field or None, record.answer, record.old, record.new, record.value)
         elif isinstance(record, (Header, Diverged)):
             yield msgspec.structs.replace(record, h="")
 

@@ -177,7 +177,8 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path) -> Outcome
         return Outcome(_route(actor, plan.action, result))
     inputs = dict(zip(spec.inputs, plan.values, strict=True))
     if spec.kind == "agent":
-        answer, added = ask(spec, actor.obj, inputs)
+        given, actor.answer = actor.answer, None  # a fork's edited answer stands for this one firing
+        answer, added = ask(spec, actor.obj, inputs, given)
         return Outcome([(port, value) for port, value in answer.items() if value is not None and port in spec.outputs], added)
     stem = f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
     written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, stem, actor.outputs.keys())

@@ -10,10 +10,13 @@ from typing import Any
 
 import msgspec
 
+from . import edits
+from .diff import NONE, FiringView, Put, Taken, explain
+from .diff import compare as compare_firings
 from .errors import FlowtapeError, RunStopped, UsageError
 from .graph import WorkflowDef
 from .runner import execute
-from .tape import End, Firing, Step, read_tape, resolve_state
+from .tape import Edited, End, Firing, Step, read_tape, resolve_state
 from .values import digest
 from .verify import seeded
 
@@ -26,12 +29,13 @@ RUN_DIR = "<run>"  # what a golden says for the run's own directory (a tool's ou
 FLOW_DIR = "<flow>"  # and for the flow file's folder (a `File` input of the checkout): a checkout moves
 
 
-def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None, **fork: Any) -> dict[str, Any]:
     """A run of `flow` with one worker, as comparable data: steps with their firings, the end.
     The run's directory, a new temporary one each time, is written `<run>` (a tool's outputs are
-    files in it), and the digests are those of the tokens so written."""
+    files in it), and the digests are those of the tokens so written. `fork` (`resume_from`,
+    `at_step`, `edits`) makes it a resume or a fork of a recorded run (its path)."""
     with tempfile.TemporaryDirectory() as tmp:
-        result = execute(flow, inputs, max_workers=1, runs_dir=tmp, run_id="golden")
+        result = execute(flow, inputs, max_workers=1, runs_dir=tmp, run_id="golden", **fork)
         assert result.run_dir is not None
         tape = read_tape(result.run_dir / "tape.jsonl", warn=False)
         places = {str(result.run_dir): RUN_DIR, str(result.run_dir.resolve()): RUN_DIR}
@@ -80,6 +84,8 @@ def snapshot(flow: WorkflowDef, inputs: dict[str, Any] | None = None) -> dict[st
                 "firings": firings,
             })
             firings = []
+        elif isinstance(record, Edited):  # a fork's: the tokens and states from then on are the edited ones
+            edits.apply(record, held, queues, states, {})
         elif isinstance(record, End):
             end = {"status": record.status, "outputs": msgspec.json.decode(plain(record.outputs)), "steps": record.steps}
             if record.error is not None:  # (paths of the flow's folder are written relative: a checkout moves)
@@ -129,13 +135,13 @@ def _read(path: Path) -> dict[str, Any] | None:
     return expected
 
 
-def record(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+def record(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None, **fork: Any) -> dict[str, Any]:
     """Write the golden of a fresh run to `path`: a new file, or a golden file already there
     (never a flow, a tape or any other file, which would be lost)."""
     path = Path(path)
     if path.suffix in (".py", ".jsonl") or (path.exists() and (not path.is_file() or _read(path) is None)):
         raise UsageError(f"will not write a golden over {path}: give a new .json path, or an existing golden file")
-    data = snapshot(flow, inputs)
+    data = snapshot(flow, inputs, **fork)
     if data["end"].get("status") not in ("succeeded", "failed"):
         raise RunStopped(f"the run was stopped before its end: no golden written (a golden is a whole run); {path} is as it was")
     tmp = path.with_name(f".{path.name}.tmp")
@@ -200,14 +206,40 @@ def _apart(old: Any, new: Any, limit: int = 160) -> str:
     return f"{cut(a)} -> {cut(b)}"
 
 
-def check(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> None:
-    """Raise GoldenMismatch unless a fresh run matches the golden at `path`."""
+def firings_of(golden: dict[str, Any]) -> list[FiringView]:
+    """A golden's firings as `flowtape diff` compares them (inputs by digest: a golden keeps no more)."""
+    views: list[FiringView] = []
+    states: dict[str, msgspec.Raw] = {}
+    for step in golden.get("steps", []):
+        for f in step.get("firings", []):
+            if "state" in f:
+                states[f["actor"]] = msgspec.Raw(msgspec.json.encode(f["state"]))
+            views.append(FiringView(
+                f["actor"], f["fireCount"], step.get("step", 0),
+                inputs=[Taken(queue, d) for queue, _, d in f.get("consumed", [])],
+                outputs=[Put(queue, [msgspec.Raw(msgspec.json.encode(v)) for v in values]) for queue, values in f.get("produced", [])],
+                state=states.get(f["actor"], NONE),
+                chat=msgspec.Raw(msgspec.json.encode(f["chat"])) if "chat" in f else NONE,
+            ))
+    return views
+
+
+def first_firing_apart(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
+    """The first firing that differs, as `flowtape diff` tells it (golden = a, this run = b)."""
+    outputs = tuple(msgspec.Raw(msgspec.json.encode((g.get("end") or {}).get("outputs", {}))) for g in (expected, actual))
+    found = compare_firings(firings_of(expected), firings_of(actual), (outputs[0], outputs[1]), ("golden", "now")).first
+    return "\n".join(explain(found, ("golden", "now"))) if found is not None else None
+
+
+def check(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None, **fork: Any) -> None:
+    """Raise GoldenMismatch unless a fresh run (or the same fork: `resume_from`, `at_step`,
+    `edits`) matches the golden at `path`."""
     expected = _read(Path(path))
     if expected is None:
         raise UsageError(f"no golden at {path}: record one with `flowtape golden record`")
-    given = inputs or _in_checkout(expected.get("inputs"), flow) or None
+    given = None if fork.get("resume_from") is not None else inputs or _in_checkout(expected.get("inputs"), flow) or None
     try:
-        actual = snapshot(flow, given)
+        actual = snapshot(flow, given, **fork)
     except UsageError as exc:
         if inputs:
             raise
@@ -220,12 +252,14 @@ def check(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = N
     difference = compare(expected, actual)
     if difference is not None:
         failed = f"; the run failed: {end.get('error')}" if end.get("status") == "failed" and end != was else ""
-        raise GoldenMismatch(f"{path}: {difference}{failed}")
+        firing = first_firing_apart(expected, actual)
+        said = f"\nfirst firing that differs (a = the golden, b = this run): {firing}" if firing is not None else ""
+        raise GoldenMismatch(f"{path}: {difference}{failed}{said}")
 
 
-def assert_golden(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None) -> None:
+def assert_golden(flow: WorkflowDef, path: Path | str, inputs: dict[str, Any] | None = None, **fork: Any) -> None:
     """The pytest helper: `assert_golden(my_flow, "tests/golden/my_flow.json")`."""
     try:
-        check(flow, Path(path), inputs)
+        check(flow, Path(path), inputs, **fork)
     except GoldenMismatch as exc:
         raise AssertionError(str(exc)) from None

@@ -109,6 +109,7 @@ class Actor:
     pool: Any = None
     pools: dict[str, Any] = field(default_factory=dict)  # a composite's pools, by branch
     replay: Any = None  # the recorded firings this actor still has to replay
+    answer: dict[str, Any] | None = None  # an agent's next answer, edited by a fork (fork.py): given, not asked
 
     @property
     def kind(self) -> str:

@@ -1,7 +1,12 @@
 """Resuming a run at a step: which recorded firings each actor replays, and the refusals.
 
 A step covers the top-level firings up to it; every nested firing carries (`within`) the
-top-level firing it ran inside, so the firings a step covers are exact for every actor."""
+top-level firing it ran inside, so the firings a step covers are exact for every actor.
+Resumed where it stopped (no step named), a run also replays the firings of the composites that
+never completed (a loop item, an if branch or a nested workflow's firing that failed, was stopped
+or was killed inside): they have no step, and the composite, entered again, replays what it
+recorded and goes on live from the first firing not on the tape, however deep the scopes inside
+it. Resumed at a step, the run is as it was right after that step, and everything after runs live."""
 
 from __future__ import annotations
 
@@ -17,11 +22,12 @@ from . import trust
 from .errors import ResumeRefused, TraceCorruption
 from .network import Network, Queue
 from .rundir import TAPE, check_not_cut_short, read_summary, still_running
-from .seek import restore
+from .seek import restore, top_of
 from .tape import (
     ActorInfo,
     Checkpoint,
     Diverged,
+    Edited,
     End,
     Firing,
     Header,
@@ -29,6 +35,7 @@ from .tape import (
     Step,
     StepFiller,
     chain_seed,
+    decode_line,
     decode_record,
     gc_paused,
     read_tape,
@@ -93,6 +100,8 @@ class ReplayPlan:
     covered: dict[tuple[str, int], list[tuple[int, str]]]  # recorded composite firings: what each handed in, by digest
     snapshot: Snapshot | None = None
     max_workers: int = 0  # the recorded run's pool (0: not recorded): a resume runs with it unless told otherwise
+    unfinished: set[tuple[str, int]] = field(default_factory=set)  # top-level composite firings that never got their step
+    no_snapshot: str = ""  # why the run at the step is not restored from a snapshot (a fork needs one)
 
     def install(self, net: Network) -> None:
         for path, entries in self.entries.items():
@@ -273,8 +282,11 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     end = decode_record(data[data.rfind(b"\n", 0, len(data) - 1) + 1 : -1])
     if not isinstance(header, Header) or not isinstance(end, End):
         return None
+    to_end = at_step is None
     at_step = _check_resumable(header, net, workflow, at_step, end.steps)
     if at_step == 0:
+        if to_end:
+            return None  # failed, stopped or killed inside its first step: the full path plans it
         return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, {}, max_workers=header.maxWorkers)
     if not _statics_hold(header, net):
         return None
@@ -292,27 +304,39 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     while rebuild.step < at_step:
         cut = data.index(b"\n", offset)
         raw = data[offset:cut]
-        record = decode_record(raw)
-        filler.see(record)
-        if isinstance(record, Checkpoint | Diverged | End | Header):
-            return None
-        rebuild.apply(Line(number, raw, record))
-        if isinstance(record, Step):
-            tops.add((record.actor, record.fireCount))
-        elif isinstance(record, Firing):
-            if record.notReplayable:
+        for record in decode_line(raw):
+            filler.see(record)
+            if isinstance(record, Checkpoint | Diverged | End | Header):
                 return None
-            region.append(record)
-            if kinds.get(record.actor) == "loop":
-                item = f"{record.actor}.item->"
-                loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+            rebuild.apply(Line(number, raw, record))
+            if isinstance(record, Step):
+                tops.add((record.actor, record.fireCount))
+            elif isinstance(record, Firing):
+                if record.notReplayable:
+                    return None
+                region.append(record)
+                if kinds.get(record.actor) == "loop":
+                    item = f"{record.actor}.item->"
+                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
         offset, number = cut + 1, number + 1
     if any(loop_mid.values()) or data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
         return None
-    if any((tuple(f.within) if f.within is not None else (f.actor, f.fireCount)) not in tops for f in region):
+    if any(top_of(f) not in tops for f in region):
         return None
-    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, {},
-                      _snapshot(rebuild, [], (data, body_start, offset), header), header.maxWorkers)
+    snapshot = _snapshot(rebuild, [], (data, body_start, offset), header)
+    unfinished: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []
+    if to_end:  # after the last step: only the firings of composites that never completed
+        for raw in data[offset:].splitlines():
+            record = decode_record(raw)
+            filler.see(record)
+            if isinstance(record, Firing):
+                rebuild.apply(Line(number, raw, record))
+                if kinds.get(top_of(record)[0]) not in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
+                    unfinished.append((record, rebuild.taken))
+            number += 1
+    entries, covered = _replays(unfinished, kinds, header, net)
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, snapshot, header.maxWorkers,
+                      {top_of(f) for f, _ in unfinished})
 
 
 def _verified_plan(
@@ -329,53 +353,89 @@ def _verified_plan(
         check_not_cut_short(read_summary(run_dir), tape, len(steps))
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
+    # Resumed where it stopped, a firing no step covers is one of a composite that never completed
+    # (see the module's doc): it replays too. At a step, everything after it runs live.
+    to_end = at_step is None
     at_step = _check_resumable(header, net, workflow, at_step, len(steps))
     tops = {(s.actor, s.fireCount) for s in steps[:at_step]}
     kinds = {a.path: a.kind for a in header.actors}
-    by_index = [net.by_id[qid] for qid in header.queues]
-    entries: dict[str, list[Entry]] = {}
-    covered: dict[tuple[str, int], list[tuple[int, str]]] = {}
     rebuild = Rebuild(header)
     snapshot: Snapshot | None = None
     clean = at_step > 0 and _statics_hold(header, net)  # so far every firing is covered and replayable
+    why = "" if clean or at_step == 0 else "the flow's static loops or ifs are not as recorded, or cannot be told"
     loop_mid: dict[str, bool] = {}  # a loop between two items cannot be restored from a snapshot
     prefix: list[bytes] = []
     contiguous = True  # the prefix is every record after the header, up to the step
-    chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the covered firings
+    chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the firings that replay
+    tail = 0  # with a snapshot, those from chosen[tail] on replay after it (an unfinished composite's)
+    edited_at: int | None = None  # a fork's edits among the records the step covers: at that step
     total = len(tape.lines) - 1
     try:
-        for line in tape.lines[1:]:
-            if progress is not None and not line.number % PROGRESS_EVERY:
-                progress(line.number - 1, total)
+        for done, line in enumerate(tape.lines[1:], start=1):  # (records, not lines: a simple firing's line holds two)
+            if progress is not None and not (done + 1) % PROGRESS_EVERY:
+                progress(done, total)
             rebuild.apply(line)
             record = line.record
             if isinstance(record, Step | Checkpoint):
                 if clean and snapshot is None:
-                    prefix.append(line.raw)
-                    if isinstance(record, Step) and record.step == at_step and not any(loop_mid.values()):
+                    if line.raw:  # (a simple firing's step: its line went in with its firing)
+                        prefix.append(line.raw)
+                    mid = [name for name, between in loop_mid.items() if between]
+                    if isinstance(record, Step) and record.step == at_step and mid:
+                        why = f"loop {mid[0]} is between two items at step {at_step}"
+                    if isinstance(record, Step) and record.step == at_step and not mid:
                         joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
                         block = (joined, 0, len(joined)) if joined is not None else None
                         snapshot = _snapshot(rebuild, prefix, block, header)
+                        tail = len(chosen)
+                continue
+            if isinstance(record, Edited):
+                if record.step < at_step:  # made before the step: part of the run resumed
+                    edited_at = record.step
+                    if clean and snapshot is None:
+                        prefix.append(line.raw)
                 continue
             if not isinstance(record, Firing):
                 contiguous = False
                 continue
-            top = record.within if record.within is not None else (record.actor, record.fireCount)
-            if tuple(top) not in tops:
-                if snapshot is None:
-                    clean = False
-                continue
+            top = top_of(record)
+            if top not in tops:
+                if snapshot is None and clean:  # (an unfinished nested workflow's firing among the steps, with several workers)
+                    clean, why = False, f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step}"
+                if not to_end or kinds.get(top[0]) in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
+                    continue
             if clean and snapshot is None:
                 prefix.append(line.raw)
                 clean = not record.notReplayable
+                if not clean:
+                    why = f"{record.actor}'s firing {record.fireCount} cannot be replayed ({record.notReplayable})"
                 if kinds.get(record.actor) == "loop":
                     item = f"{record.actor}.item->"
                     loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
             chosen.append((record, rebuild.taken))
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None
-    if snapshot is not None:
-        return ReplayPlan(run_dir, header.runId, at_step, header.inputs, {}, {}, snapshot, header.maxWorkers)
+    if edited_at is not None and snapshot is None:  # replaying firing by firing would not make the edits
+        raise ResumeRefused(
+            f"cannot resume run {header.runId} at step {at_step}: it was forked with edits at step {edited_at}, and the run "
+            f"at step {at_step} does not stand as one picture that holds them (firings under way beside it); resume at "
+            f"step {edited_at} or before, or at a step where no firing was under way"
+        )
+    entries, covered = _replays(chosen[tail:] if snapshot is not None else chosen, kinds, header, net)
+    unfinished = {top for top in (top_of(f) for f, _ in chosen) if top not in tops}
+    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, snapshot, header.maxWorkers, unfinished,
+                      no_snapshot=why)
+
+
+def _replays(
+    chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]], kinds: dict[str, str], header: Header, net: Network
+) -> tuple[dict[str, list[Entry]], dict[tuple[str, int], list[tuple[int, str]]]]:
+    """The recorded firings to replay, with what each took: each leaf actor's entries, and what
+    each composite firing handed in (a composite is entered anew, and replays only if it hands in
+    the same)."""
+    by_index = [net.by_id[qid] for qid in header.queues]
+    entries: dict[str, list[Entry]] = {}
+    covered: dict[tuple[str, int], list[tuple[int, str]]] = {}
     for record, taken in chosen:
         if kinds.get(record.actor) not in LEAF_KINDS:  # a loop's, an if's, a nested workflow's firing
             covered[(record.actor, record.fireCount)] = sorted((i, digest(tokens)) for i, tokens in record.produced)
@@ -391,4 +451,4 @@ def _verified_plan(
                     recorded=dict(taken),
                 )
             )
-    return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, max_workers=header.maxWorkers)
+    return entries, covered

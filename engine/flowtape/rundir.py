@@ -36,6 +36,7 @@ class RunSummary(msgspec.Struct, omit_defaults=True):
     resumedAtStep: int | None = None
     replayStopped: list[Diverged] = []
     pid: int | None = None
+    edits: int = 0  # a fork: how many edits it made at resumedAtStep (its tape's `edit` records say what)
     tape: TapeSeal | None = None  # set when the run ended: lets a resume trust the tape (trust.py)
 
 

@@ -7,11 +7,8 @@ import os
 import signal
 import sys
 import threading
-import types
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +17,11 @@ from msgspec import Raw
 
 from . import __version__, tools, trust
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
+from .fits import fits, shaped
+from .fork import described, install_answers, plan_fork
 from .graph import Graph, WorkflowDef
 from .network import IMMUTABLE, LAZY, Item, Network, build_network
-from .ports import type_name, types_compatible
+from .ports import type_name
 from .replay import ReplayPlan, plan_resume, shape_of, statics_of
 from .replayer import restore
 from .rundir import (
@@ -38,7 +37,7 @@ from .rundir import (
 )
 from .scheduler import Engine, error_info, final_state
 from .state import big_parameters_changed
-from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, End, ErrorInfo, Header, graph_fingerprint
+from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, Edited, End, ErrorInfo, Header, graph_fingerprint
 from .values import NotEncodable, decode, encode, preview, use_flow_module
 from .verify import outputs_bytes
 from .writer import TapeWriter
@@ -83,57 +82,12 @@ def _check_inputs(graph: Graph, net: Network, inputs: dict[str, Any]) -> None:
             names = ", ".join(graph.inputs) or "none"
             raise UsageError(f"workflow {graph.name} has no input port {port!r} (its inputs: {names})")
         expected = graph.inputs.get(port)
-        value = inputs[port] = _shaped(value, expected)
-        if not _fits(value, expected):
+        value = inputs[port] = shaped(value, expected)
+        if not fits(value, expected):
             raise UsageError(
                 f"input {port!r} of workflow {graph.name} expects {type_name(expected)}, "
                 f"not {type(value).__name__} {preview(value, 40)}"
             )
-
-
-FITS_CHECKED = 10_000  # items of an input container checked against its declared item type
-
-
-def _shaped(value: Any, expected: Any) -> Any:
-    """A JSON list given for a declared tuple, set or frozenset (from `--input`, an editor), as one:
-    JSON has no other array."""
-    origin = typing.get_origin(expected) or expected
-    args = typing.get_args(expected)
-    if isinstance(value, list) and origin in (tuple, set, frozenset):
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            return tuple(_shaped(x, a) for x, a in zip(value, args, strict=False)) + tuple(value[len(args):])
-        item = args[0] if args else Any
-        shaped = [_shaped(x, item) for x in value]
-        try:
-            return origin(shaped)
-        except TypeError:  # an unhashable item for a set: said by the type check
-            return value
-    if isinstance(value, list) and origin is list and args:
-        return [_shaped(x, args[0]) for x in value]
-    if isinstance(value, dict) and origin is dict and len(args) == 2:
-        return {k: _shaped(x, args[1]) for k, x in value.items()}
-    return value
-
-
-def _fits(value: Any, expected: Any) -> bool:
-    """Whether an input value is of its declared type, items of `list[int]`, `dict[str, float]`,
-    `tuple[int, str]` and members of `int | None` included (true is no int or float a user meant)."""
-    origin, args = typing.get_origin(expected), typing.get_args(expected)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, arg) for arg in args)
-    if origin is None or not args:
-        return types_compatible(type(value), expected) and not (type(value) is bool and expected in (int, float))
-    if not types_compatible(type(value), origin):
-        return False
-    if origin is dict and len(args) == 2 and isinstance(value, dict):
-        return all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in islice(value.items(), FITS_CHECKED))
-    if origin is tuple and isinstance(value, tuple):
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_fits(x, args[0]) for x in islice(value, FITS_CHECKED))
-        return len(args) == len(value) and all(_fits(x, a) for x, a in zip(value, args, strict=True))
-    if origin in (list, set, frozenset) and len(args) == 1 and isinstance(value, (list, set, frozenset)):
-        return all(_fits(x, args[0]) for x in islice(value, FITS_CHECKED))
-    return True  # a generic of another kind: its outer type is what is checked
 
 
 def _stuck(net: Network, quiet: bool) -> tuple[list[tuple[str, int]], list[str]]:
@@ -217,9 +171,14 @@ def execute(
     on_start: Callable[[str, Path | None], None] | None = None,
     max_steps: int | None = None,
     on_check: Callable[[int, int], None] | None = None,
+    edits: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run `flow` and record it; returns the result whatever the status (failures included).
     With `max_steps`, a run that reaches that many steps stops there (`stopped`, resumable).
+    `edits` (with `resume_from`) forks the run: `{"QUEUE[i]" | "ACTOR.field" | "AGENT.answer": value}`
+    are put in place at the step before it goes on (fork.py).
+    `resume_from` alone resumes where that run stopped, inside the loop item, if branch or nested
+    workflow it stopped in too; with `at_step`, right after that step (replay.py).
     `on_check(records checked, records)` follows the check of a resumed tape that must be verified."""
     if not isinstance(flow, WorkflowDef):
         raise UsageError(f"run() takes a @workflow function, not {type(flow).__name__}")
@@ -232,6 +191,7 @@ def execute(
     net = build_network(graph)
     runs_base = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     plan: ReplayPlan | None = None
+    edited: list[Edited] = []  # a fork's edits (fork.py)
     if resume_from is not None:
         if not tape:
             raise UsageError("a resumed run is recorded: it cannot run with the tape off")
@@ -239,6 +199,7 @@ def execute(
             raise ResumeRefused("cannot give inputs with a resume: a resumed run starts from the recorded run's inputs")
         source = resolve_run(resume_from, runs_base)
         plan = plan_resume(source, at_step, net, graph.name, on_check)
+        edited = plan_fork(edits or {}, plan, net)
         seeded = {port: (LAZY, Raw(enc)) for port, enc in _raw_inputs(plan.inputs).items()}
         inputs_raw = plan.inputs
         if max_steps is not None and max_steps <= plan.at_step:
@@ -247,6 +208,8 @@ def execute(
     else:
         if at_step is not None:
             raise UsageError("--at-step needs --resume-from")
+        if edits:
+            raise UsageError("edits (--set) need --resume-from: a fork goes on from a recorded run")
         inputs = dict(inputs or {})
         _check_inputs(graph, net, inputs)
         seeded = _encode_inputs(inputs)
@@ -263,6 +226,7 @@ def execute(
     summary = RunSummary(
         id=run_id, workflow=graph.name, flowFile=graph.site.file, status="running", startedAt=started,
         resumedFrom=plan.source_id if plan else None, resumedAtStep=plan.at_step if plan else None, pid=os.getpid(),
+        edits=len(described(edited)) if plan else 0,
     )
     if tape:
         run_dir = runs_base / run_id
@@ -293,7 +257,7 @@ def execute(
         on_step = _step_limit(max_steps, on_step, lambda: engine)
     engine = Engine(
         net, max_workers=workers, tape=writer, work_dir=work_dir.resolve(), base_dir=base_dir,
-        covered=plan.covered if plan else None, on_step=on_step, step_limit=max_steps,
+        covered=plan.covered if plan else None, unfinished=plan.unfinished if plan else None, on_step=on_step, step_limit=max_steps,
     )
     engine.check_actions = plan is not None  # a resume: its replays check their action (replayer.py)
     with _Signals(engine) as signals:
@@ -308,9 +272,12 @@ def execute(
                     writer.follow(plan.snapshot.steps, plan.snapshot.round, plan.snapshot.states)
                 restore(engine, plan.snapshot)
             else:
-                if plan is not None:
-                    plan.install(net)
                 engine.seed({port: [item] for port, item in seeded.items()})
+            if writer is not None and edited:  # a fork: after the copied prefix (or the header), before anything runs
+                writer.write(*edited)
+            install_answers(edited, net)
+            if plan is not None:  # (after a snapshot: what an unfinished composite recorded past it)
+                plan.install(net)
         except TraceCorruption as exc:  # the recorded state holds a value that cannot be rebuilt
             message = f"cannot resume from {plan.source if plan is not None else 'its tape'}: {exc}"
             _abandon(engine, writer, run_dir, summary, message)
@@ -433,10 +400,13 @@ def run(
     durable: bool = False,
     resume_from: str | Path | None = None,
     at_step: int | None = None,
+    edits: dict[str, Any] | None = None,
     out_dir: Any = None,
     **wfpy_options: Any,
 ) -> dict[str, list[Any]]:
-    """Run a workflow; returns `{output port: [tokens]}`. Raises RunFailed when an actor fails
+    """Run a workflow; returns `{output port: [tokens]}`. With `resume_from`, `edits` forks the
+    run at the step (`{"double.In[0]": 7, "report.approved": [], "reviewer.answer": {...}}`, as
+    `--set` takes them; fork.py). Raises RunFailed when an actor fails
     (the error names its path, firing and line; what the actor raised is its `__cause__`) and
     RunStopped on Ctrl-C/SIGTERM. `out_dir` and wfpy's WFPY_IGNORED options are accepted for wfpy
     compatibility and ignored: runs go to `runs_dir`, and every run is recorded."""
@@ -445,7 +415,7 @@ def run(
         raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
     result = execute(
         flow, inputs, max_workers=max_workers, runs_dir=runs_dir, run_id=run_id, tape=tape, durable=durable,
-        resume_from=resume_from, at_step=at_step,
+        resume_from=resume_from, at_step=at_step, edits=edits,
     )
     if result.status == "failed":
         assert result.error is not None

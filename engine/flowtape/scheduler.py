@@ -32,9 +32,9 @@ from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, pla
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site
 from .state import recorded_state
-from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, Step
+from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
 from .tools import ToolStopped
-from .values import NotEncodable, digest, encode
+from .values import NotEncodable, digest, digest_one, encode
 from .writer import TapeWriter
 
 _NONE_ENC = Raw(encode(None))
@@ -103,7 +103,7 @@ class Engine:
         "_by_id", "_checkpoint_due", "_checkpointed", "_wake", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions",
         "cond", "covered", "diverged", "exclusive", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
-        "live_queues", "stop_requested", "t0", "tape", "top", "unreplayable", "work_dir",
+        "live_queues", "stop_requested", "t0", "tape", "top", "unfinished", "unreplayable", "work_dir",
     )
 
     def __init__(
@@ -115,6 +115,7 @@ class Engine:
         work_dir: Path,
         base_dir: Path,
         covered: dict[tuple[str, int], list[tuple[int, str]]] | None = None,
+        unfinished: set[tuple[str, int]] | None = None,
         on_step: Callable[[int, int, str], None] | None = None,
         step_limit: int | None = None,
     ) -> None:
@@ -124,6 +125,7 @@ class Engine:
         self.work_dir = work_dir
         self.base_dir = base_dir
         self.covered = covered or {}
+        self.unfinished = unfinished or set()  # top-level composite firings recorded without their step (replay.py)
         self.check_actions = False  # a resume: replays check the recorded action is the one chosen now
         self.live_queues: set[int] = set()  # then: the queues a live firing has put into (replayer.py)
         self.on_step = on_step
@@ -393,6 +395,14 @@ class Engine:
         return produced
 
     def _encode_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> tuple[list[tuple[Queue, list[Item]]], str | None]:
+        if len(outputs) == 1:  # the usual firing: one value on a port wired to one queue
+            port, value = outputs[0]
+            queues = actor.outputs.get(port)
+            if queues is not None and len(queues) == 1 and type(value) in IMMUTABLE:
+                try:
+                    return [(queues[0], [(value, Raw(encode(value)))])], None
+                except NotEncodable:
+                    pass  # (a string with a lone surrogate, say: said below)
         produced: dict[int, tuple[Queue, list[Item]]] = {}
         problem: str | None = None
         for port, value in outputs:
@@ -446,7 +456,45 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        record = self._firing_record(actor, fire_count, takes, produced, ctx, replayed, digests)
+        # (Written out for the usual firing, one token in and one out: this runs for every firing,
+        # and each comprehension or call saved is a measurable part of what the tape costs.)
+        if digests is not None:
+            consumed = digests
+        elif len(takes) == 1 and len(takes[0][1]) == 1:
+            q, items = takes[0]
+            consumed = [(q.index, 1, digest_one(items[0][1]))]
+        else:
+            consumed = [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
+        if len(produced) == 1 and len(produced[0][1]) == 1:
+            encoded = [(produced[0][0].index, [produced[0][1][0][1]])]
+        else:
+            encoded = [(q.index, [e for _, e in items]) for q, items in produced]
+        record: Firing | SimpleFiring
+        if ctx is None:  # a top-level firing: it and its step go on one line
+            self.last_taken = takes
+            if len(takes) == 1 and len(produced) == 1 and takes[0][0] is not produced[0][0]:
+                first, second = takes[0][0], produced[0][0]
+                sizes = [len(first.items), len(second.items)] if first.index < second.index else [len(second.items), len(first.items)]
+            else:
+                queues = self.net.queues
+                sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
+            self.steps += 1  # (the step counted as _count_step counts a composite's)
+            round_ = self.last_round = max(actor.turn - 1, 0) if pool is self.top else 0
+            if round_:
+                self.rounds[actor.path] = round_
+            now = time.perf_counter()
+            if self.on_step is not None:
+                self.on_step(self.steps, self.firings, actor.path)
+            self.last_step_seq = self.seq
+            record = SimpleFiring(
+                replayed=replayed, step=self.steps, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+                produced=encoded, sizes=sizes, round=round_, at=int((start - self.t0) * 1e6), dur=int((now - start) * 1e6),
+            )
+        else:
+            record = Firing(
+                replayed=replayed, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+                produced=encoded, within=(ctx.actor.path, ctx.fire_count),
+            )
         if not_replayable:
             record.notReplayable = not_replayable
             self.can_checkpoint = False
@@ -458,16 +506,12 @@ class Engine:
             record.chat = chat
             self.chats_since.setdefault(actor.path, []).append(chat)
         if ctx is None:
-            self.last_taken = takes
-            touched = {q for q, _ in takes}
-            for q, _ in produced:
-                touched.add(q)
-            step = self._step(actor, fire_count, replayed, touched, start)
+            assert isinstance(record, SimpleFiring)
             checkpoint = self._checkpoint() if self.steps >= self._checkpoint_due else None
             if checkpoint is None:
-                self.tape.write(record, step)
+                self.tape.fired(record)
             else:
-                self.tape.write(record, step, checkpoint)
+                self.tape.write(record, checkpoint)
         else:
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
@@ -502,8 +546,16 @@ class Engine:
             replayed=replayed,
         )
 
-    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float, simple: bool = True) -> Step:
-        """A step record; a simple step leaves out the actor, fire count and seq of the firing just before it."""
+    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float) -> Step:
+        """A composite's step record: it follows the firings it ran, so it names its own."""
+        step, round_, at, dur = self._count_step(actor, start)
+        return Step(
+            step=step, replayed=replayed, queues=sorted([(q.index, len(q.items)) for q in touched]), round=round_,
+            at=at, dur=dur, actor=actor.path, fireCount=fire_count, journalSeq=self.seq,
+        )
+
+    def _count_step(self, actor: Actor, start: float) -> tuple[int, int, int, int]:
+        """Count a step: its number, its round, when it began and its duration (microseconds)."""
         self.steps += 1
         self.last_round = max(actor.turn - 1, 0) if actor.pool is self.top else 0  # the round it was chosen in
         if self.last_round:
@@ -512,19 +564,7 @@ class Engine:
         if self.on_step is not None:
             self.on_step(self.steps, self.firings, actor.path)
         self.last_step_seq = self.seq
-        step = Step(
-            step=self.steps,
-            replayed=replayed,
-            queues=sorted([(q.index, len(q.items)) for q in touched]),
-            round=self.last_round,
-            at=int((start - self.t0) * 1e6),
-            dur=int((now - start) * 1e6),
-        )
-        if not simple:
-            step.actor = actor.path
-            step.fireCount = fire_count
-            step.journalSeq = self.seq
-        return step
+        return self.steps, self.last_round, int((start - self.t0) * 1e6), int((now - start) * 1e6)
 
     def _checkpoint(self) -> Checkpoint | None:
         """The run as it stands after this step, when one is due and the tape can support it: no

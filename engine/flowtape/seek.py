@@ -16,7 +16,7 @@ from typing import BinaryIO, TypeVar
 import msgspec
 
 from .errors import TraceCorruption
-from .tape import Checkpoint, Firing, Header, Line, Record, Step, StepFiller, decode_record
+from .tape import Checkpoint, Firing, Header, Line, Record, Step, StepFiller, decode_line, decode_record
 from .verify import Rebuild
 
 
@@ -29,8 +29,9 @@ class AtStep:
     firings: list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]] = field(default_factory=list)
 
 
-# a step's line starts with its tag, the replayed mark if any, then its number
-_STEP_LINE = re.compile(rb'\n\{"t":"s",(?:"replayed":true,)?"step":(\d+)')
+# a step's line (or a simple firing's, which is its step's too) starts with its tag, the replayed
+# mark if any, then the step's number
+_STEP_LINE = re.compile(rb'\n\{"t":(?:"s",(?:"replayed":true,)?"step"|"F",(?:"replayed":true,)?"s"):(\d+)')
 _CHECKPOINT_LINE = b'\n{"t":"checkpoint",'
 _CHECKPOINT_STEP = _CHECKPOINT_LINE + b'"step":'
 
@@ -166,12 +167,13 @@ class _Records:
             if self.offset > self.until:
                 return
             try:
-                record = decode_record(raw)
+                records = decode_line(raw)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 raise TraceCorruption("unreadable record", 0, "well-formed records") from None
-            self.filler.see(record)
             self.offset += len(raw) + 1
-            yield record
+            for record in records:
+                self.filler.see(record)
+                yield record
 
 
 def records_from(path: Path, offset: int, filler: StepFiller) -> Iterator[Record]:

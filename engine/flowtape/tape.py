@@ -20,22 +20,28 @@ from msgspec import Raw
 from .delta import Edit, apply_edit
 from .errors import TraceCorruption
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight;
-# 5 writes a big state that changed a little as an edit of the last one (`stateEdit`)
-READABLE_VERSIONS = (2, 3, 4, 5)
+# 5 writes a big state that changed a little as an edit of the last one (`stateEdit`); 6 writes a
+# top-level firing and its simple step as one line (`SimpleFiring`)
+READABLE_VERSIONS = (2, 3, 4, 5, 6)
+SIMPLE_FROM = 6  # the first version with SimpleFiring lines
 HASH_KEY = b',"h":"'
 HASH_LEN = 12  # hex digits of a record's chained hash
 COVERED_LINES = 15  # firing and step lines that may go unhashed in a row; the next firing's line is hashed
 # A replayed firing or step starts with its `replayed` mark, right after the tag; the chain leaves
 # the mark out, so a resumed run can copy a recorded prefix verbatim and mark it in one pass.
 _MARK = b'"replayed":true,'
-_TAGS = (b'{"t":"f",', b'{"t":"s",')  # a firing's and a step's line start; both are this long:
+# a firing's, a step's and a simple firing's line start; all are this long:
+_TAGS = (b'{"t":"f",', b'{"t":"s",', b'{"t":"F",')
 _TAG_LEN = 9
+SIMPLE_TAGS = (_TAGS[2], _TAGS[2] + _MARK)  # a simple firing's line, and a replayed one's
 _HEADER_START = b'{"t":"header",'
 _MARKED = tuple(tag + _MARK for tag in _TAGS)
+_FIRING_TAGS = (_TAGS[0], _TAGS[2])
 _UNMARKED_LINE_STARTS = tuple((b"\n" + tag + field, b"\n" + tag + _MARK + field)
-                              for tag, field in ((_TAGS[0], b'"seq":'), (_TAGS[0], b'"actor":'), (_TAGS[1], b'"step":')))
+                              for tag, field in ((_TAGS[0], b'"seq":'), (_TAGS[0], b'"actor":'), (_TAGS[1], b'"step":'),
+                                                 (_TAGS[2], b'"s":')))
 
 
 class ActorInfo(msgspec.Struct, omit_defaults=True):
@@ -132,6 +138,58 @@ class Step(msgspec.Struct, tag="s", tag_field="t", omit_defaults=True, kw_only=T
     h: str = ""
 
 
+class SimpleFiring(msgspec.Struct, tag="F", tag_field="t", omit_defaults=True, kw_only=True):
+    """A top-level firing and its simple step, on one line (format 6): what a reader gets from it
+    is that Firing and that Step (`split`). Most firings of a run are written this way, so its
+    fields have short names, and `q` holds only the sizes after the firing of the queues it took
+    from or put into, in the order of their indexes. `seq` is left out when it is the step's number
+    (one past the last step's, as a firing's), `r` when it is the last step's round."""
+
+    replayed: bool = False
+    step: int = msgspec.field(name="s")
+    seq: int = 0
+    actor: str = msgspec.field(name="a")
+    fireCount: int = msgspec.field(name="n")
+    consumed: list[tuple[int, int, str]] = msgspec.field(default_factory=list, name="c")
+    produced: list[tuple[int, list[Raw]]] = msgspec.field(default_factory=list, name="p")
+    sizes: list[int] = msgspec.field(default_factory=list, name="q")
+    round: int = msgspec.field(default=-1, name="r")
+    at: int = 0
+    dur: int = msgspec.field(default=0, name="d")
+    state: Raw = NO_STATE
+    stateEdit: Edit | None = None
+    chat: Raw = Raw()
+    notReplayable: str | None = None
+    h: str = ""
+
+    def split(self) -> tuple[Firing, Step]:
+        """The firing and its step (msgspec.ValidationError when `q` does not fit its queues)."""
+        seq = self.seq or self.step
+        firing = Firing(
+            replayed=self.replayed, seq=seq, actor=self.actor, fireCount=self.fireCount, consumed=self.consumed,
+            produced=self.produced, stateEdit=self.stateEdit, notReplayable=self.notReplayable, h=self.h,
+        )
+        if self.state:  # (an empty Raw given is not the default one: it would be encoded, as nothing)
+            firing.state = self.state
+        if self.chat:
+            firing.chat = self.chat
+        touched = touched_queues(self.consumed, self.produced)
+        if len(touched) != len(self.sizes):
+            raise msgspec.ValidationError(
+                f"step {self.step} gives {len(self.sizes)} queue size(s) for the {len(touched)} queue(s) its firing touched"
+            )
+        step = Step(
+            replayed=self.replayed, step=self.step, journalSeq=seq, actor=self.actor, fireCount=self.fireCount,
+            queues=list(zip(touched, self.sizes, strict=True)), round=self.round, at=self.at, dur=self.dur,
+        )
+        return firing, step
+
+
+def touched_queues(consumed: list[tuple[int, int, str]], produced: list[tuple[int, list[Raw]]]) -> list[int]:
+    """The queues a firing took from or put into, by index, in order: a simple firing's `q` is their sizes."""
+    return sorted({c[0] for c in consumed}.union([p[0] for p in produced]))
+
+
 class Divergence(msgspec.Struct, omit_defaults=True):
     """Replay stopped for one actor: its inputs differed, or it could not be replayed.
     The same struct travels in `run.json` and in the language server's messages."""
@@ -205,6 +263,25 @@ class Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="t", omit_defaults=
     h: str = ""
 
 
+class Edited(msgspec.Struct, tag="edit", tag_field="t", omit_defaults=True, kw_only=True):
+    """A fork's edit: a value of the recorded run changed before the fork went on live, written
+    right after the copied prefix (edits.py applies it, for the engine and for verify alike).
+    Exactly one of `queue` (a token), `field` (a state's field) and `answer` (an agent's next
+    answer) says what was edited."""
+
+    step: int  # the step it follows: the fork's resumedAtStep
+    what: str  # the edit as it was asked for: `double.In[0]`, `report.approved`, `reviewer.answer`
+    queue: int = -1  # a token: its queue's index in the header
+    index: int = 0  # and its place in the queue (0: the head, taken next)
+    actor: str = ""  # a state's field or an answer: whose
+    field: str = ""  # the field of the actor's state
+    answer: bool = False  # the agent's next answer, `value` (by output port), given instead of asking its transport
+    old: str  # digest of the value it replaces (the token, the field's value, the entry; "": a field the state did not hold)
+    new: str  # digest of the new value (of the field's, for a field)
+    value: Raw  # the token, the actor's whole new state, or the answer by output port (tagged JSON)
+    h: str = ""
+
+
 END_STATUSES = ("succeeded", "failed", "stopped")
 
 
@@ -222,10 +299,24 @@ class End(msgspec.Struct, tag="end", tag_field="t", omit_defaults=True):
     h: str = ""
 
 
-Record = Header | Firing | Step | Checkpoint | Diverged | End
+Record = Header | Firing | Step | Checkpoint | Diverged | Edited | End  # what readers see
+Written = Record | SimpleFiring  # what a line holds
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Record)
-_many_decoder = msgspec.json.Decoder(list[Record])
+_line_decoder = msgspec.json.Decoder(Written)
+_many_decoder = msgspec.json.Decoder(list[Written])
+
+
+def expand(written: Written) -> tuple[Record, ...]:
+    """The records a line stands for: a simple firing's firing and step, else the record itself."""
+    if isinstance(written, SimpleFiring):
+        return written.split()
+    return (written,)
+
+
+def decode_line(raw: bytes) -> tuple[Record, ...]:
+    """The records of one line (msgspec errors for a line that holds none)."""
+    return expand(_line_decoder.decode(raw))
 
 
 def resolve_state(firing: Firing, states: dict[str, Raw]) -> None:
@@ -246,6 +337,8 @@ def resolve_state(firing: Firing, states: dict[str, Raw]) -> None:
 
 
 def decode_record(raw: bytes) -> Record:
+    """A header, checkpoint, divergence or end line's record (and older tapes' lines; a simple
+    firing's line holds two records: `decode_line`)."""
     return _decoder.decode(raw)
 
 
@@ -288,7 +381,7 @@ class Chain:
 
     def seal_line(self, body: bytes) -> bytes:
         """The line to write for a record's encoding `body` (without a hash field)."""
-        if body.startswith(_TAGS[1]) or (body.startswith(_TAGS[0]) and len(self.pending) < COVERED_LINES):
+        if body.startswith(_TAGS[1]) or (body.startswith(_FIRING_TAGS) and len(self.pending) < COVERED_LINES):
             line = body + b"\n"
             self.pending.append(_unmarked(line) if body.startswith(_MARKED) else line)
             return line
@@ -296,6 +389,15 @@ class Chain:
         self.advance(h)
         self._after_header(body)
         return body[:-1] + HASH_KEY + h.encode() + b'"}\n'
+
+    def seal_firing(self, body: bytes, replayed: bool) -> bytes:
+        """`seal_line` for a firing's line (its encoding `body`, marked `replayed` or not)."""
+        pending = self.pending
+        if len(pending) < COVERED_LINES:
+            line = body + b"\n"
+            pending.append(_unmarked(line) if replayed else line)
+            return line
+        return self.seal_line(body)
 
     def seal(self, record: msgspec.Struct) -> bytes:
         return self.seal_line(_encoder.encode(record))
@@ -397,6 +499,9 @@ class StepFiller:
 
 @dataclass(slots=True)
 class Line:
+    """A record as read, and its line; a simple firing's step has the same number and no raw (its
+    line is its firing's)."""
+
     number: int
     raw: bytes
     record: Record
@@ -484,7 +589,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
         records = []
         for number, raw in enumerate(raw_lines, start=1):
             try:
-                records.append(_decoder.decode(raw))
+                records.append(_line_decoder.decode(raw))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise TraceCorruption(f"unreadable record ({_why_unreadable(raw, number, exc)})", number, "well-formed records") from None
     if raw_lines and raw_lines[0].endswith(b"\r"):
@@ -494,11 +599,21 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
         )
     filler = StepFiller()
     lines: list[Line] = []
-    for number, (raw, record) in enumerate(zip(raw_lines, records, strict=True), start=1):
-        filler.see(record)
-        lines.append(Line(number, raw, record))
+    for number, (raw, written) in enumerate(zip(raw_lines, records, strict=True), start=1):
+        if isinstance(written, SimpleFiring):  # two records, one line: its raw goes with the first
+            try:
+                firing, step = written.split()
+            except msgspec.ValidationError as exc:
+                raise TraceCorruption(f"unreadable record ({exc})", number, "well-formed records") from None
+            filler.see(firing)
+            filler.see(step)
+            lines.append(Line(number, raw, firing))
+            lines.append(Line(number, b"", step))
+        else:
+            filler.see(written)
+            lines.append(Line(number, raw, written))
     if torn and lines and isinstance(lines[-1].record, End):  # nothing is written after the end
-        raise TraceCorruption("bytes after the end record", len(lines) + 1, "the end record is last")
+        raise TraceCorruption("bytes after the end record", lines[-1].number + 1, "the end record is last")
     if torn and warn:
         print(f"flowtape: warning: {path}: ignoring a torn last line (the run was cut off mid-write)", file=sys.stderr)
     return Tape(path, lines, torn)

@@ -11,16 +11,19 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
-from . import trust
+from . import edits, trust
 from .errors import TraceCorruption
 from .rundir import TAPE, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
     END_STATUSES,
     MAX_WORKERS,
     READABLE_VERSIONS,
+    SIMPLE_FROM,
+    SIMPLE_TAGS,
     Chain,
     Checkpoint,
     Diverged,
+    Edited,
     End,
     Final,
     Firing,
@@ -58,6 +61,8 @@ class Rebuild:
         self.taken: list[tuple[int, list[Raw]]] = []
         self.ended: End | None = None
         self.diverged: list[Diverged] = []
+        self.edits: list[Edited] = []  # a fork's
+        self.answers: dict[str, Raw] = {}  # an agent's edited next answer, till its next firing
         self._step_taken: dict[tuple[str, int], list[tuple[int, list[Raw]]]] = {}  # by top-level firing
         self._step_live: dict[tuple[str, int], bool] = {}  # by top-level firing: did any of its firings run live
         self.replayed_steps = 0
@@ -82,6 +87,8 @@ class Rebuild:
         twin.states = dict(self.states)
         twin.chats = {path: list(messages) for path, messages in self.chats.items()} if chats else {}
         twin.diverged = list(self.diverged)
+        twin.edits = list(self.edits)
+        twin.answers = dict(self.answers)
         twin.taken = list(self.taken)
         twin._step_taken = dict(self._step_taken)
         twin._step_live = dict(self._step_live)
@@ -107,8 +114,31 @@ class Rebuild:
             if self.header.resumedFrom is None:
                 raise TraceCorruption("a replay that stopped in a run that replays nothing", n, "divergences only in resumed runs")
             self.diverged.append(record)
+        elif isinstance(record, Edited):
+            self._edit(record, n)
         elif isinstance(record, End):
             self._end(record, n)
+
+    def _edit(self, e: Edited, n: int) -> None:
+        """A fork's edit: right after the step it names, in a resumed run, of a value the run holds
+        there (by digest); from then on the edited value is the run's. An agent's next answer may
+        also come right after the header (a resume that replays firing by firing): its first live
+        firing gives it."""
+        if self.header.resumedFrom is None:
+            raise TraceCorruption("an edit on a tape that resumed no run", n, "edits only in forked runs")
+        before_all = e.answer and self.seq == 0 and self.step == 0  # a resume that replays firing by firing: after the header
+        if not before_all and (e.step != self.step or self.seq != self.last_step_seq):
+            at = f"step {self.step}" + (", with firings after it" if self.seq != self.last_step_seq else "")
+            raise TraceCorruption(f"an edit made at step {e.step}, but the tape is at {at}", n, "an edit follows the step it names")
+        if e.queue in self.outputs:
+            raise TraceCorruption(f"an edit of {self.header.queues[e.queue]}, an output of the run", n, "an edit replaces the value it names")
+        try:
+            edits.apply(e, self.queues, self.header.queues, self.states, self.answers)
+        except ValueError as exc:
+            raise TraceCorruption(str(exc), n, "an edit replaces the value it names") from None
+        if e.actor and e.actor not in self.actors:
+            raise TraceCorruption(f"an edit of unknown actor {e.actor!r}", n, "an edit replaces the value it names")
+        self.edits.append(e)
 
     def _firing(self, f: Firing, n: int) -> None:
         if f.seq != self.seq + 1:
@@ -148,6 +178,11 @@ class Rebuild:
             if (f.actor, index, False) not in self._wired:
                 self._check_wired(f.actor, index, False, n)
             q.extend(tokens)
+        if self.answers and f.actor in self.answers and not f.replayed:
+            try:
+                edits.check_answer(self.answers.pop(f.actor), f.actor, f.produced, self.header.queues)
+            except ValueError as exc:
+                raise TraceCorruption(str(exc), n, "an edited answer is the one the agent's next firing gives") from None
         self.taken = taken
         self.seq = f.seq
         self.fire_counts[f.actor] = f.fireCount
@@ -415,7 +450,15 @@ def check_header(header: Header) -> None:
 def check_chain(tape: Tape) -> None:
     chain = Chain()
     since = 1  # the first line the next hash covers
+    simple_too = tape.header.version >= SIMPLE_FROM if tape.lines and isinstance(tape.lines[0].record, Header) else True
     for line in tape.lines:
+        if not line.raw:
+            continue  # a simple firing's step: its line is its firing's
+        if not simple_too and line.raw.startswith(SIMPLE_TAGS):
+            raise TraceCorruption(
+                f"a firing and its step on one line, in a version {tape.header.version} tape",
+                line.number, "records of the tape's format version",
+            )
         parts = split_hash(line.raw)
         if parts is None:
             if not isinstance(line.record, (Step, Firing)):
@@ -445,8 +488,9 @@ def unvouched(tape: Tape) -> tuple[int, int] | None:
     if tape.end is not None:
         return None
     lines = tape.lines
-    last = next((i for i in range(len(lines) - 1, -1, -1) if split_hash(lines[i].raw) is not None), -1)
-    return (lines[last + 1].number, lines[-1].number) if last + 1 < len(lines) else None
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].raw and split_hash(lines[i].raw) is not None), -1)
+    after = [line for line in lines[last + 1 :] if line.raw]  # (a simple firing's step is on its firing's line)
+    return (after[0].number, after[-1].number) if after else None
 
 
 PROGRESS_EVERY = 1 << 14  # records checked between two calls of verify's `progress`

@@ -10,8 +10,8 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
-from .delta import EDIT_FROM, edit_between
-from .tape import NO_STATE, Chain, Firing, Step, mark_line, mark_replayed
+from .delta import EDIT_FROM, Edit, edit_between
+from .tape import NO_STATE, Chain, Firing, SimpleFiring, Step, mark_line, mark_replayed
 
 COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time
 _encode = msgspec.json.Encoder().encode  # (bound once: two records a firing)
@@ -29,7 +29,6 @@ class TapeWriter:
         self._round = 0  # and its round: a step of the same round leaves it out
         self._states: dict[str, Raw] = {}  # each actor's last state written: the next may be an edit of it
         self._lock = threading.Lock()
-        self._held: list[bytes] | None = None
         self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
         self.closed = False
 
@@ -43,14 +42,37 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            data = b"".join(map(self._seal, records))
-            if self._held is not None:
-                self._held.append(data)
+            self._out(b"".join(map(self._seal, records)))
+
+    def fired(self, record: SimpleFiring) -> None:
+        """`write(record)` for the line most firings are: the same, with the calls it can do without."""
+        with self._lock:
+            if self.closed:
                 return
-            self._out(data)
+            self._out(self._seal_simple(record))
+
+    def _seal_simple(self, record: SimpleFiring) -> bytes:
+        """A simple firing's line: it was built to be written, so it is changed in place."""
+        self._step = record.step
+        if record.round == self._round:
+            record.round = -1
+        else:
+            self._round = record.round
+        if record.seq == record.step:
+            record.seq = 0
+        if record.state:
+            edit = self._edit_of(record.actor, record.state)
+            if edit is not None:
+                record.state, record.stateEdit = NO_STATE, edit
+        return self._chain.seal_firing(_encode(record), record.replayed)
 
     def _seal(self, record: msgspec.Struct) -> bytes:
-        if type(record) is Step:
+        kind = type(record)
+        if kind is SimpleFiring:
+            assert isinstance(record, SimpleFiring)
+            return self._seal_simple(record)
+        if kind is Step:
+            assert isinstance(record, Step)
             self._step = record.step
             if record.round != self._round:
                 self._round = record.round
@@ -60,40 +82,37 @@ class TapeWriter:
                     return self._chain.seal_line(_encode(record))
                 finally:
                     record.round = self._round
-        elif type(record) is Firing:
+        elif kind is Firing:
+            assert isinstance(record, Firing)
             state = record.state
             if state:
-                last = self._states.get(record.actor)
-                self._states[record.actor] = state
-                if last is not None and len(last) >= EDIT_FROM:
-                    edit = edit_between(bytes(last), bytes(state))
-                    if edit is not None:
-                        record.state, record.stateEdit = NO_STATE, edit
-                        try:
-                            return self._seal(record)
-                        finally:
-                            record.state, record.stateEdit = state, None
-            seq = record.seq
-            if seq == self._step + 1:
-                record.seq = 0
-                try:
-                    return self._chain.seal_line(_encode(record))
-                finally:
-                    record.seq = seq
+                edit = self._edit_of(record.actor, state)
+                if edit is not None:
+                    record.state, record.stateEdit = NO_STATE, edit
+                    try:
+                        return self._seal_firing(record)
+                    finally:
+                        record.state, record.stateEdit = state, None
+            return self._seal_firing(record)
         return self._chain.seal_line(_encode(record))
 
-    def hold(self) -> None:
-        """Keep records until `release`: a loop item's or an if's firings are written in one go
-        with the step that completes them. Nothing else is written meanwhile (a loop or an if
-        runs alone), and a crash loses only firings that no step covers, which a resume re-runs."""
-        with self._lock:
-            self._held = []
+    def _seal_firing(self, record: Firing) -> bytes:
+        seq = record.seq
+        if seq != self._step + 1:
+            return self._chain.seal_line(_encode(record))
+        record.seq = 0
+        try:
+            return self._chain.seal_line(_encode(record))
+        finally:
+            record.seq = seq
 
-    def release(self) -> None:
-        with self._lock:
-            held, self._held = self._held, None
-            if held and not self.closed:
-                self._out(b"".join(held))
+    def _edit_of(self, actor: str, state: Raw) -> Edit | None:
+        """`state` as an edit of the actor's last state, when that is big and they differ little."""
+        last = self._states.get(actor)
+        self._states[actor] = state
+        if last is not None and len(last) >= EDIT_FROM:
+            return edit_between(bytes(last), bytes(state))
+        return None
 
     def copy_prefix(self, data: bytes, start: int, end: int) -> None:
         """Append another tape's records `data[start:end]` (whole lines) verbatim, marked

@@ -67,9 +67,10 @@ def _resume_lens(server: FlowtapeServer, uri: str, started: list[Run]) -> lsp.Co
     if server.client_options.asksForStep:
         return lsp.Command(title="⟲ Resume at step…", command=P.CMD_RESUME, arguments=[{"runId": latest.run_id}])
     # A plain client runs the lens as it is: it must name a step worth resuming at. The step
-    # selected in one of these runs (the stepper's), else a failed or stopped latest run's last
-    # step (its failed firing runs again); a succeeded run with nothing selected would replay
-    # everything and run nothing, so it gets no lens.
+    # selected in one of these runs (the stepper's), else a failed or stopped latest run where it
+    # stopped (no step: its last, and inside the composite it stopped in, so its failed firing
+    # runs again and nothing the tape holds does); a succeeded run with nothing selected would
+    # replay everything and run nothing, so it gets no lens.
     inspector = getattr(server, "inspector", None)
     selected = inspector.selected.get(file_key(uri)) if inspector is not None else None
     if selected is not None:
@@ -79,6 +80,5 @@ def _resume_lens(server: FlowtapeServer, uri: str, started: list[Run]) -> lsp.Co
                                arguments=[{"runId": chosen.run_id, "step": selected[1]}])
     if latest.status in ("failed", "stopped") and latest.finished:
         last = run_info(latest, server.root).steps
-        return lsp.Command(title=f"⟲ Resume at step {last}", command=P.CMD_RESUME,
-                           arguments=[{"runId": latest.run_id, "step": last}])
+        return lsp.Command(title=f"⟲ Resume at step {last}", command=P.CMD_RESUME, arguments=[{"runId": latest.run_id}])
     return None

@@ -81,7 +81,7 @@ def run_info(run: Run, root: Path) -> P.RunInfo:
         runId=run.run_id, workflow=run.workflow, uri=run.uri, status=run.status, steps=steps,
         startedAt=run.started_at, runDir=client_path(run.run_dir), finishedAt=run.finished_at,
         resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, outputs=previews(run) if run.finished else None,
-        error=_failure(run, root),
+        error=_failure(run, root), edits=run.edits,
     )
 
 
@@ -160,6 +160,31 @@ def _default_workflow(path: Path) -> str:
     return "main" if "main" in names else (names[-1] if names else "")
 
 
+def actor_on_line(server: FlowtapeServer, run_id: str, header: Header, uri: str | None, line: int | None) -> str:
+    """The actor of the run that line `line` of file `uri` creates, in the text as the editor holds
+    it (as hovers find it): inside a loop's body or a nested workflow too, and one whose first
+    firing failed."""
+    if uri is None or line is None:
+        raise P.invalid("name the actor to rerun (or debug): `actor`, or `uri` and `line` (0-based) of the line that creates it")
+    path = uri_to_path(uri)
+    if path is None:
+        raise P.invalid(f"uri {uri!r} names no file (a file: uri is expected)")
+    try:
+        found = path.is_file()
+    except (OSError, ValueError):
+        found = False
+    if not found:
+        raise P.invalid(f"uri {uri!r}: no such file")
+    text = current_text(server.workspace, uri)
+    on_line = [a.path for a in header.actors if a.file and Path(a.file).resolve() == path.resolve() and creation_line(text, a) == line]
+    if not on_line:
+        raise P.not_found(f"no actor of run {run_id} is created on line {line + 1} of {path.name}")
+    if len(on_line) > 1:
+        raise P.invalid(f"line {line + 1} of {path.name} creates {len(on_line)} actors of run {run_id} "
+                        f"({', '.join(on_line[:5])}{', …' if len(on_line) > 5 else ''}): name one as `actor`")
+    return on_line[0]
+
+
 async def at_step(manager: RunManager, run: Run, step: int) -> AtStep:
     """The run rebuilt right after `step` (1-based), read as little of the tape as it takes."""
     await manager.checked(run)
@@ -204,10 +229,10 @@ def register(server: FlowtapeServer) -> None:
     async def resume_at_step(*args: Any) -> Any:
         params = P.command_params(args, P.ResumeAtStepParams)
         source = manager.get(params.runId)
-        index = await manager.ready(source)
-        step = params.step if params.step is not None else index.steps
-        _step_in_range(source, step, 0)
-        return await _resume(source, step, params.maxWorkers)
+        await manager.ready(source)  # (its index read: the step is checked against it, and launch names its last)
+        if params.step is not None:
+            _step_in_range(source, params.step, 0)
+        return await _resume(source, params.step, params.maxWorkers)  # (no step: where the run stopped)
 
     @server.command(P.CMD_RERUN_ACTOR)
     async def rerun_actor(*args: Any) -> Any:
@@ -215,44 +240,21 @@ def register(server: FlowtapeServer) -> None:
         source = manager.get(params.runId)
         index = await manager.ready(source)
         assert index.header is not None
-        actor = params.actor if params.actor is not None else _actor_on_line(source.run_id, index.header, params)
+        actor = params.actor if params.actor is not None else actor_on_line(server, source.run_id, index.header, params.uri, params.line)
         if not any(a.path == actor for a in index.header.actors):
             names = ", ".join(a.path for a in index.header.actors)
             raise P.invalid(f"run {source.run_id} has no actor {actor!r} (its actors: {names})")
         end = index.end
         if end is not None and end.error is not None and end.error.actor == actor:
-            return await _resume(source, index.steps)  # its last firing is the one that failed: never recorded
+            return await _resume(source, None)  # where it failed: its failed firing has no record
+        if index.firing_after_last_step(actor):  # its last firing is in the composite the run stopped in
+            return await _resume(source, index.steps)  # at the last step: that composite runs again, live
         step = await asyncio.to_thread(last_firing_step, source, actor)
         if step is None:
             raise P.not_found(f"actor {actor!r} never fired in run {source.run_id}")
         return await _resume(source, step - 1)
 
-    def _actor_on_line(run_id: str, header: Header, params: P.RerunActorParams) -> str:
-        """The actor of the run that the line `params.line` of file `params.uri` creates, in the
-        text as the editor holds it (as hovers find it): inside a loop's body or a nested
-        workflow too, and one whose first firing failed."""
-        if params.uri is None or params.line is None:
-            raise P.invalid("name the actor to rerun: `actor`, or `uri` and `line` (0-based) of the line that creates it")
-        path = uri_to_path(params.uri)
-        if path is None:
-            raise P.invalid(f"uri {params.uri!r} names no file (a file: uri is expected)")
-        try:
-            found = path.is_file()
-        except (OSError, ValueError):
-            found = False
-        if not found:
-            raise P.invalid(f"uri {params.uri!r}: no such file")
-        text = current_text(server.workspace, params.uri or "")
-        on_line = [a.path for a in header.actors
-                   if a.file and Path(a.file).resolve() == path.resolve() and creation_line(text, a) == params.line]
-        if not on_line:
-            raise P.not_found(f"no actor of run {run_id} is created on line {params.line + 1} of {path.name}")
-        if len(on_line) > 1:
-            raise P.invalid(f"line {params.line + 1} of {path.name} creates {len(on_line)} actors of run {run_id} "
-                            f"({', '.join(on_line[:5])}{', …' if len(on_line) > 5 else ''}): name one as `actor`")
-        return on_line[0]
-
-    async def _resume(source: Run, step: int, max_workers: int | None = None) -> Any:
+    async def _resume(source: Run, step: int | None, max_workers: int | None = None) -> Any:
         header = source.index.header
         assert header is not None
         flow = flow_path(source.uri, server.root) if source.uri else None

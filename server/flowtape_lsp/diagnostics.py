@@ -11,11 +11,12 @@ import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from flowtape.tape import Header
 from lsprotocol import types as lsp
 
+from . import protocol as P
 from .actorlines import creation_line, current_text
 from .runs import Run
 from .workspace import file_key, find_actor, path_to_uri, split_lines, uri_to_path
@@ -27,6 +28,14 @@ SOURCE = "flowtape"
 SYNTAX = "syntax-error"  # checked in the server from the editor's text, as typed
 CHECK_TIMEOUT = 20.0
 RESTORE_MAX_BYTES = 64 << 20  # a latest run's tape read at startup for its diagnostics, when no bigger
+
+
+def compare_link(recorded: str | None, run_id: str, actor: str) -> str | None:
+    """A `command:` link to the client's diff of a resumed run against the run it resumed."""
+    if recorded is None:
+        return None
+    args = json.dumps([{"runA": recorded, "runB": run_id, "actor": actor}], separators=(",", ":"))
+    return f"command:{P.CLIENT_COMPARE}?{quote(args)}"
 
 
 def _range(line: int | None, text_line: str | None = None) -> lsp.Range:
@@ -119,10 +128,14 @@ class Diagnostics:
             for d in diverged:
                 uri, line = self._actor_site(header, d.actor, run.uri)
                 message = f"replay diverged: {d.actor} firing {d.fireCount} (step {d.step}): {d.detail()}"
+                compare = compare_link(run.resumed_from, run.run_id, d.actor)
+                if compare is not None:
+                    message += " · compare with the recorded run (the link, or Flowtape: Compare with the Recorded Run)"
                 targets.setdefault(uri, []).append(lsp.Diagnostic(
                     range=_range(line, self._line_text(uri, line)), message=message,
                     severity=lsp.DiagnosticSeverity.Warning, source=SOURCE, code="replay-diverged",
-                    data={"runId": run.run_id, "actor": d.actor, "step": d.step},
+                    code_description=lsp.CodeDescription(href=compare) if compare is not None else None,
+                    data={"runId": run.run_id, "actor": d.actor, "step": d.step, "resumedFrom": run.resumed_from},
                 ))
             for actor, (count, reason) in run.index.unreplayable.items():
                 uri, line = self._actor_site(header, actor, run.uri)

@@ -32,8 +32,14 @@ CMD_RUN = "flowtape.run"
 CMD_RESUME = "flowtape.resumeAtStep"
 CMD_RERUN_ACTOR = "flowtape.rerunActor"
 CMD_STOP = "flowtape.stop"
+CMD_FORK = "flowtape.fork"
 CMD_SHOW_RUNS = "flowtape.showRuns"
-COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP, CMD_SHOW_RUNS)
+COMMANDS = (CMD_RUN, CMD_RESUME, CMD_RERUN_ACTOR, CMD_STOP, CMD_SHOW_RUNS, CMD_FORK)
+DIFF = "flowtape/diff"
+EDITABLES = "flowtape/editables"
+FIRING_AT = "flowtape/firingAt"
+# A client-side command: the diff of a resumed run against the run it resumed (a divergence links to it)
+CLIENT_COMPARE = "flowtape.compareRuns"
 # A client-side command (the VS Code client's runs view); the "Runs (n)" lens points at it for a
 # client that says it has it (`ClientOptions.clientCommands`), else at `flowtape.showRuns`.
 CLIENT_SHOW_RUNS = "flowtape.view.refresh"
@@ -104,7 +110,7 @@ class RunParams(Params):
 
 class ResumeAtStepParams(Params):
     runId: Name
-    step: Step | None = None  # None: the run's last step
+    step: Step | None = None  # None: where the run stopped (its last step, and inside the composite it stopped in)
     maxWorkers: Workers | None = None  # None: the recorded run's
 
 
@@ -256,6 +262,7 @@ class RunStarted(Message):
     runDir: str
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
+    edits: int = 0  # a fork's edits at resumedAtStep
 
 
 class Steps(Message):
@@ -321,6 +328,7 @@ class RunInfo(Message):
     resumedAtStep: int | None = None
     outputs: list[OutputPreview] | None = None  # a finished run's
     error: ErrorDetail | None = None  # why a failed run failed
+    edits: int = 0  # a fork's edits at resumedAtStep
 
 
 class RunsResult(Message):
@@ -425,3 +433,54 @@ class FindStepsResult(Message):
     runId: str
     steps: list[int]
     total: int
+
+
+# ---- what-if: fork with edits, diff two runs, the firing to debug (whatif.py) ----------------------
+
+
+class ForkParams(Params):
+    runId: Name
+    step: PositiveInt
+    edits: dict[Name, Any]  # {"QUEUE[i]" | "ACTOR.field" | "AGENT.answer[.PORT]": JSON value}, as `--set` takes them
+    maxWorkers: Workers | None = None
+
+
+class DiffParams(Params):
+    runA: Name
+    runB: Name
+    actor: Name | None = None
+
+
+class EditablesParams(Params):
+    runId: Name
+    step: PositiveInt
+
+
+class FiringAtParams(Params):
+    runId: Name
+    step: PositiveInt  # the stepper's step
+    uri: Name | None = None  # with `line`: the actor created there, its last firing at or before `step`
+    line: Step | None = None
+
+
+class Editable(Message):
+    """A value a fork may edit at the step: `where` is what `--set` and ForkParams.edits take."""
+
+    where: str
+    kind: str  # "token" | "field" | "answer"
+    actor: str
+    value: Any = None  # the value as the tape holds it (tagged JSON); an answer's: null
+    queue: str | None = None
+
+
+class EditablesResult(Message):
+    runId: str
+    step: int
+    editables: list[Editable]
+
+
+class FiringAtResult(Message):
+    runId: str
+    actor: str
+    fireCount: int
+    step: int  # the step that holds that firing (what `flowtape debug --step` takes)

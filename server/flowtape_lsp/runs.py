@@ -59,6 +59,7 @@ class Run:
     finished_at: str | None = None
     resumed_from: str | None = None
     resumed_at: int | None = None
+    edits: int = 0  # a fork's edits (run.json says; flowtape.fork knows them at once)
     announced: bool = False
     finished: bool = False
     stopping: bool = False
@@ -212,6 +213,7 @@ class RunManager:
             run.finished_at = summary.finishedAt
             run.resumed_from = summary.resumedFrom
             run.resumed_at = summary.resumedAtStep
+            run.edits = summary.edits
             run.pid = summary.pid
             run.finished = summary.status != "running"
             run.outputs = bytes(summary.outputs) if summary.outputs else b""
@@ -299,6 +301,7 @@ class RunManager:
     async def launch(
         self, flow: Path, *, workflow: str | None = None, inputs: dict[str, Any] | None = None,
         max_workers: int | None = None, resume_from: Run | None = None, at_step: int | None = None,
+        edits: list[str] | None = None,
     ) -> Run:
         """Start `flowtape run` in a child process; returns at once, the run streams on its own."""
         if workflow is not None and not workflow.isidentifier():  # (a NUL byte could not even be passed)
@@ -307,8 +310,9 @@ class RunManager:
         run_dir = self.runs_dir / run_id
         run = Run(run_id, run_dir, TapeIndex(run_dir), uri=path_to_uri(str(flow)), workflow=workflow or "",
                   owned=True, live=True, started_at=now_iso())
-        if resume_from is not None:
-            run.resumed_from, run.resumed_at = resume_from.run_id, at_step
+        if resume_from is not None:  # (at no step: where it stopped, after its last step)
+            run.resumed_from, run.resumed_at = resume_from.run_id, at_step if at_step is not None else resume_from.index.steps
+            run.edits = len(edits or [])
         self.runs[run_id] = run
         args = [sys.executable, "-m", "flowtape", "run", str(flow), "--json", "--run-id", run_id,
                 "--runs-dir", str(self.runs_dir)]
@@ -322,6 +326,7 @@ class RunManager:
             args += ["--resume-from", str(resume_from.run_dir)]
             if at_step is not None:
                 args += ["--at-step", str(at_step)]
+            args += [f"--set={edit}" for edit in edits or []]  # a fork's (attached: a value may start with '-')
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)
@@ -475,11 +480,14 @@ class RunManager:
             run.uri = path_to_uri(header.flowFile) if header.flowFile else run.uri
             run.started_at = header.startedAt
             run.resumed_from, run.resumed_at = header.resumedFrom, header.resumedAtStep
+            if header.resumedFrom and not run.edits:  # a fork started elsewhere: its run.json counts its edits
+                summary = read_summary(run.run_dir)
+                run.edits = summary.edits if summary is not None else 0
             if run.proc is None and run.progress_token is None:
                 self.spawn(progress.begin(self.server, run))
         self.server.send(P.RUN_STARTED, P.RunStarted(
             runId=run.run_id, uri=run.uri, workflow=run.workflow, runDir=client_path(run.run_dir),
-            resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at,
+            resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, edits=run.edits,
         ))
 
     def _send_steps(self, run: Run, steps: list[Step]) -> None:

@@ -110,7 +110,7 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, graphs, inputs, inspect, outputs, search
+    from . import codelens, commands, graphs, inputs, inspect, outputs, search, whatif
 
     server = FlowtapeServer()
 
@@ -173,6 +173,7 @@ def create_server() -> FlowtapeServer:
 
     codelens.register(server)
     commands.register(server)
+    whatif.register(server)
     inspect.register(server)
     outputs.register(server)
     inputs.register(server)

@@ -20,7 +20,7 @@ import msgspec
 from flowtape.errors import TraceCorruption
 from flowtape.rundir import TAPE, read_summary, write_summary
 from flowtape.seek import AtStep, records_from, top_of, walk_to_step
-from flowtape.tape import Chain, Diverged, End, Firing, Header, Line, Record, Step, gc_paused
+from flowtape.tape import Chain, Diverged, End, Firing, Header, Line, Record, Step, decode_line, gc_paused
 from flowtape.tape import StepFiller as Filler
 from flowtape.verify import Rebuild
 
@@ -139,7 +139,7 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
                 lines = fh.read(end_at - start).split(b"\n")
                 if start > body:
                     lines = lines[1:]  # cut mid-line
-                found = _last_step_window([_decoder.decode(raw) for raw in lines if raw], whole=start == body)
+                found = _last_step_window([r for raw in lines if raw for r in decode_line(raw)], whole=start == body)
                 if start == body:
                     break
                 span *= 4
@@ -244,6 +244,11 @@ class TapeIndex:
         self.torn = 0  # bytes after the last whole line, at the last read: a line being written, or a torn one
         self.closing = False  # the server is shutting down: stop reading
 
+    def firing_after_last_step(self, actor: str) -> bool:
+        """Whether `actor` fired inside a top-level firing with no step (yet): the composite a
+        finished run stopped in (a loop item, an if branch, a nested workflow's firing)."""
+        return any(actor in actors for actors in self._awaiting_step.values())
+
     # ---- following ------------------------------------------------------------------------------
 
     def read_through(self) -> bool:
@@ -295,7 +300,10 @@ class TapeIndex:
 
     def _apply(self, raw: bytes, start: int, after: int, new: list[Step]) -> None:
         self.lines += 1
-        record = _decoder.decode(raw)
+        for record in decode_line(raw):
+            self._apply_record(record, start, after, new)
+
+    def _apply_record(self, record: Record, start: int, after: int, new: list[Step]) -> None:
         self.filler.see(record)
         if isinstance(record, Header):
             if self.header is not None:

@@ -107,7 +107,7 @@ async def test_a_tape_cut_or_edited_or_deleted_under_the_server_gets_clear_error
     assert (await request(client, "flowtape/stepDetail", {"runId": run_id, "step": 5999}))["step"] == 5999
     tape = Path(run["runDir"]) / "tape.jsonl"
     data = tape.read_bytes()
-    at = data.index(b",[", data.index(b'"produced":[[')) + 2  # the first token put: a number
+    at = data.index(b",[", data.index(b'"p":[[')) + 2  # the first token put: a number
     edited = data[:at] + (b"7" if data[at : at + 1] != b"7" else b"8") + data[at + 1 :]  # one digit changed
     tape.write_bytes(edited)
     for method, params in (("flowtape/stepDetail", {"runId": run_id, "step": 1}), ("flowtape/getSteps", {"runId": run_id})):
@@ -168,7 +168,7 @@ async def test_a_sealed_looking_tape_is_still_checked_and_refused_once_found_edi
     await collector(client).finished(run["runId"])
     tape = Path(run["runDir"]) / "tape.jsonl"
     data, stat = tape.read_bytes(), tape.stat()
-    at = data.index(b",[", data.index(b'"produced":[[')) + 2
+    at = data.index(b",[", data.index(b'"p":[[')) + 2
     tape.write_bytes(data[:at] + (b"7" if data[at : at + 1] != b"7" else b"8") + data[at + 1 :])  # same size
     os.utime(tape, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same time
     params = {"runId": run["runId"], "step": 1}

@@ -330,3 +330,78 @@ async def test_a_run_started_without_a_workflow_is_listed_by_the_one_it_runs(cli
     assert (await collector(client).finished(run["runId"]))["status"] == "failed"  # before it had a header
     listed = [r for r in (await request(client, "flowtape/runs", {}))["runs"] if r["runId"] == run["runId"]]
     assert listed[0]["workflow"] == "main"
+
+
+FLOW_LOOP_FAIL = '''\
+from flowtape import Port, connect, loop, task, workflow
+
+
+@task
+class Pass:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        return x
+
+
+@task
+class Picky:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        if x == 2:
+            raise ValueError("two is not allowed")
+        return x * 10
+
+
+@workflow
+def main():
+    lp = loop([1, 2, 3])
+    with lp:
+        p = Pass()
+        picky = Picky()
+        connect(lp.item, p.In)
+        connect(p.Out, picky.In)
+        connect(picky.Out, "Out")
+'''
+
+
+@pytest.mark.parametrize("how", ["rerunActor", "resumeAtStep"])
+async def test_rerunning_an_actor_that_failed_in_a_loop_body_replays_what_its_item_recorded(
+    client: LanguageClient, workspace: Path, how: str
+) -> None:
+    """The failed firing reruns, and nothing the tape holds (the item's `p` firing) runs again: as
+    `flowtape run --resume-from` without `--at-step`, not at the last step, which runs the item anew."""
+    flow = write_flow(workspace, "loopfail.py", FLOW_LOOP_FAIL)
+    col = collector(client)
+    first = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    done = await col.finished(first["runId"])
+    assert done["status"] == "failed" and done["steps"] == 1
+    flow.write_text(FLOW_LOOP_FAIL.replace("if x == 2:", "if x == 99:"))  # the fix
+    params = {"runId": first["runId"], "actor": "picky"} if how == "rerunActor" else {"runId": first["runId"]}
+    again = await command(client, f"flowtape.{how}", params)
+    redone = await col.finished(again["runId"])
+    assert redone["status"] == "succeeded" and redone["outputs"] == {"Out": [10, 20, 30]}
+    assert col.of("flowtape/runStarted", again["runId"])[0]["resumedAtStep"] == 1
+    tape = read_tape(Path(again["runDir"]) / "tape.jsonl")
+    assert {(f.actor, f.fireCount) for f in tape.firings() if f.replayed} == {("lp", 1), ("p", 1), ("picky", 1), ("p", 2)}
+    verify(Path(again["runDir"]) / "tape.jsonl")
+
+
+async def test_rerunning_an_actor_whose_last_firing_is_in_the_item_a_run_failed_in(client: LanguageClient, workspace: Path) -> None:
+    """`p` fired for item 2, whose step the failure left unwritten: rerunning it resumes at the last
+    step, so the item runs again from its start and `p` fires again; item 1 still replays."""
+    flow = write_flow(workspace, "loopfail.py", FLOW_LOOP_FAIL)
+    col = collector(client)
+    first = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    assert (await col.finished(first["runId"]))["status"] == "failed"
+    flow.write_text(FLOW_LOOP_FAIL.replace("if x == 2:", "if x == 99:"))
+    again = await command(client, "flowtape.rerunActor", {"runId": first["runId"], "actor": "p"})
+    assert (await col.finished(again["runId"]))["status"] == "succeeded"
+    assert col.of("flowtape/runStarted", again["runId"])[0]["resumedAtStep"] == 1
+    tape = read_tape(Path(again["runDir"]) / "tape.jsonl")
+    assert {(f.actor, f.fireCount) for f in tape.firings() if f.replayed} == {("lp", 1), ("p", 1), ("picky", 1)}

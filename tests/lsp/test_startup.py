@@ -32,7 +32,7 @@ def workspace(tmp_path: Path) -> Path:
     )
     tape = runs / "killed" / "tape.jsonl"
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (not tape.exists() or tape.read_bytes().count(b'"t":"s"') < 5):
+    while time.monotonic() < deadline and (not tape.exists() or tape.read_bytes().count(b'"t":"s"') + tape.read_bytes().count(b'"t":"F"') < 5):
         time.sleep(0.02)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()

@@ -60,14 +60,15 @@ export function runLabel(run: RunInfo, now?: Date): string {
   return time ? `${run.workflow} · ${time}` : run.workflow;
 }
 
-/** Tree description of a run: `12 steps · resumed from ab12 @ step 5`. */
+/** Tree description of a run: `12 steps · resumed from ab12 @ step 5` (`forked from ab12 @ step 5 (2 edits)`). */
 export function runDescription(run: RunInfo, loaded?: number): string {
   const steps = Math.max(run.steps ?? 0, loaded ?? 0);
   const parts = [`${steps} step${steps === 1 ? "" : "s"}`];
   if (run.status === "running") parts.unshift("running");
   if (run.resumedFrom) {
     const at = run.resumedAtStep !== undefined && run.resumedAtStep !== null ? ` @ step ${run.resumedAtStep}` : "";
-    parts.push(`resumed from ${shortRunId(run.resumedFrom)}${at}`);
+    const edits = run.edits ? ` (${run.edits} edit${run.edits === 1 ? "" : "s"})` : "";
+    parts.push(`${run.edits ? "forked" : "resumed"} from ${shortRunId(run.resumedFrom)}${at}${edits}`);
   }
   return parts.join(" · ");
 }

@@ -36,6 +36,7 @@ export interface RunInfo {
   finishedAt?: string | number | null;
   resumedFrom?: string | null;
   resumedAtStep?: number | null;
+  edits?: number; // a fork's edits at resumedAtStep
   runDir: string;
   /** A finished run's output ports, previewed (`flowtape/runOutputs` gives them whole). */
   outputs?: OutputPreview[] | null;
@@ -90,6 +91,7 @@ export interface RunStartedParams {
   runDir: string;
   resumedFrom?: string | null;
   resumedAtStep?: number | null;
+  edits?: number;
 }
 
 export interface StepsParams {
@@ -210,6 +212,9 @@ export const Methods = {
   runOutputs: "flowtape/runOutputs",
   workflowInputs: "flowtape/workflowInputs",
   findSteps: "flowtape/findSteps",
+  diff: "flowtape/diff",
+  editables: "flowtape/editables",
+  firingAt: "flowtape/firingAt",
   graph: "flowtape/graph",
   queueTokens: "flowtape/queueTokens",
 } as const;
@@ -220,7 +225,69 @@ export const ServerCommands = {
   resumeAtStep: "flowtape.resumeAtStep",
   rerunActor: "flowtape.rerunActor",
   stop: "flowtape.stop",
+  fork: "flowtape.fork",
 } as const;
+
+// ---- what-if: fork, diff, debug (docs/protocol.md) ----
+
+/** What a firing took from one queue (by digest; the tokens when the run has them). */
+export interface Taken {
+  queue: string;
+  digest: string;
+  tokens?: unknown[];
+}
+
+export interface FiringView {
+  actor: string;
+  fireCount: number;
+  step?: number;
+  inputs?: Taken[];
+  outputs?: { queue: string; tokens: unknown[] }[];
+  state?: unknown;
+  chat?: unknown;
+}
+
+export interface Difference {
+  actor: string;
+  fireCount: number;
+  aspects: string[]; // "inputs" | "outputs" | "state" | "chat" | "only in a" | "only in b"
+  a?: FiringView | null;
+  b?: FiringView | null;
+}
+
+export interface RunDiff {
+  a: string;
+  b: string;
+  same: boolean;
+  counts: { actor: string; a: number; b: number }[];
+  outputs: { same: boolean; a: unknown; b: unknown };
+  first?: Difference | null;
+  differences?: Difference[];
+  statusA?: string;
+  statusB?: string;
+  actor?: string | null;
+}
+
+export interface Editable {
+  where: string; // what flowtape.fork's `edits` (and `--set`) take
+  kind: "token" | "field" | "answer";
+  actor: string;
+  value?: unknown;
+  queue?: string | null;
+}
+
+export interface EditablesResult {
+  runId: string;
+  step: number;
+  editables: Editable[];
+}
+
+export interface FiringAtResult {
+  runId: string;
+  actor: string;
+  fireCount: number;
+  step: number;
+}
 
 // ---- the graph view (flowtape/graph, flowtape/queueTokens) --------------------------------------
 

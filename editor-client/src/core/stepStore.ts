@@ -124,6 +124,7 @@ export class StepStore {
       startedAt: existing?.startedAt ?? now(),
       resumedFrom: p.resumedFrom ?? null,
       resumedAtStep: p.resumedAtStep ?? null,
+      edits: p.edits ?? 0,
       runDir: p.runDir,
     };
     if (existing) {

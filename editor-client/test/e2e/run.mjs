@@ -6,7 +6,7 @@
 //   node test/e2e/run.mjs       (expects the build and code-server to be there)
 //
 // Env: FLOWTAPE_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT_S (default 420),
-//      E2E_KEEP=1 keeps the temp folder.
+//      E2E_KEEP=1 keeps the temp folder, E2E_ONLY=whatif runs only the what-if stages.
 import { spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
 import { createServer } from "node:net";
@@ -146,6 +146,7 @@ function setup() {
   mkdirSync(ws, { recursive: true });
   for (const f of ["flow.py", "failing.py", "scaled.py", "big.py", "never.py"]) cpSync(join(HERE, "fixture", f), join(ws, f));
   cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
+  cpSync(join(HERE, "fixture/whatif.py"), join(ws, "whatif.py"));
   return { data, ext, ws };
 }
 
@@ -346,6 +347,116 @@ function lineOf(file, text) {
   return i + 1;
 }
 
+// ---- what-if: fork with an edited value, compare two runs, debug one firing ----------------------
+
+async function quickInput() {
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 15000 });
+  return input;
+}
+
+/** Pick the quick-pick row holding `text` (typed into the filter first). */
+async function pick(text, { filter = true } = {}) {
+  const input = await quickInput();
+  if (filter) await input.fill(text);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: text }).first().waitFor({ timeout: 15000 });
+  await page.keyboard.press("Enter");
+}
+
+async function goToLine(line) {
+  await focusEditor();
+  await page.keyboard.press("Control+G");
+  const input = await quickInput();
+  await input.fill(`:${line}`);
+  await page.keyboard.press("Enter");
+}
+
+/** The Flowtape view in the sidebar (a click on its activity-bar item when another view, or none, shows). */
+async function showFlowtapeView() {
+  const shown = await sidebar().locator(".composite.title, .title-label", { hasText: /flowtape/i }).first().isVisible().catch(() => false);
+  if (shown) return;
+  await page.locator('.part.activitybar .action-item a[aria-label^="Flowtape"], .part.activitybar .action-item[aria-label^="Flowtape"]').first().click();
+  await sidebar().locator(".composite.title, .title-label", { hasText: /flowtape/i }).first().waitFor({ timeout: 10000 });
+}
+
+async function whatIfStages(dirs) {
+  const whatif = join(dirs.ws, "whatif.py");
+  await stage("what-if: run whatif.py", async () => {
+    await runCommand("View: Close All Editors"); // (one editor, whatif.py's: the keys below go to it)
+    await showFlowtapeView();
+    await openFile("whatif.py", "class Scale");
+    await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().waitFor({ timeout: 60000 });
+    await page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first().click();
+    await waitRows((rs) => rs.some((r) => /^main ·/.test(r) && /8 steps/.test(r) && !/running/.test(r)), "the whatif.py run, finished", 45000);
+  });
+
+  await stage("what-if: Fork from Here… at step 1 with an edited token", async () => {
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(/step 1\/8/);
+    await runCommand("Flowtape: Fork from Here…");
+    await pick("numbers.Out->scale.In[0]");
+    const input = await quickInput();
+    check((await input.inputValue()) === "1", `the token to edit should be 1, the box holds ${await input.inputValue()}`);
+    await input.fill("7");
+    await page.keyboard.press("Enter");
+    await pick("Fork from here (1 edit)", { filter: false });
+    await waitRows((rs) => rs.some((r) => /forked from .* @ step 1 \(1 edit\)/.test(r) && !/running/.test(r)), "a run forked at step 1 with 1 edit", 45000);
+    await screenshot("fork-from-here");
+  }, { critical: false });
+
+  await stage("what-if: Compare with… lists the differing firings and opens VS Code's diff editor", async () => {
+    await runCommand("Flowtape: Compare with…");
+    await pick("the run it resumed", { filter: false });
+    const title = page.locator(".quick-input-widget", { hasText: "↔" });
+    await title.waitFor({ timeout: 30000 });
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "scale firing 1" }).first().waitFor({ timeout: 15000 });
+    const rows = (await page.locator(".quick-input-list .monaco-list-row").allInnerTexts()).map((t) => t.replace(/\s+/g, " "));
+    log(`  differing: ${JSON.stringify(rows.slice(0, 5))}`);
+    await page.keyboard.press("Enter");
+    await page.locator(".editor-group-container .tab", { hasText: "scale firing 1" }).first().waitFor({ timeout: 15000 });
+    await page.locator(".monaco-diff-editor").first().waitFor({ timeout: 15000 });
+    await screenshot("compare-diff");
+    await page.keyboard.press("Escape");
+  }, { critical: false });
+
+  await stage("what-if: Debug This Firing stops at a breakpoint with the recorded input", async () => {
+    await runCommand("View: Close All Editors"); // the diff editor would take the keys below
+    await openFile("whatif.py", "class Scale");
+    await goToLine(lineOf(whatif, "# BREAK"));
+    await page.keyboard.press("F9");
+    await page.locator(".monaco-editor .codicon-debug-breakpoint").first().waitFor({ timeout: 10000 });
+    // the forked run's first step of scale: its first firing, which took the edited 7
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(/step 1\/\d+/);
+    for (let i = 0; i < 8 && !/step \d+\/\d+ · scale/.test(await statusText()); i++) {
+      await page.keyboard.press("Alt+BracketRight");
+      await page.waitForTimeout(400);
+    }
+    await waitStatus(/step \d+\/\d+ · scale/);
+    await goToLine(lineOf(whatif, "scale = Scale()"));
+    await runCommand("Flowtape: Debug This Firing");
+    await pick("Stop after it", { filter: false });
+    await page.locator(".debug-toolbar").first().waitFor({ timeout: 60000 });
+    const variables = page.locator(".debug-pane .monaco-list-row, .debug-view-content .monaco-list-row", { hasText: /^\s*x\s*[:=]?\s*7\b/ });
+    const deadline = Date.now() + 45000;
+    let seen = [];
+    while (Date.now() < deadline && !(await variables.count())) {
+      seen = (await page.locator(".debug-pane .monaco-list-row").allInnerTexts().catch(() => [])).map((t) => t.replace(/\s+/g, " "));
+      await page.waitForTimeout(500);
+    }
+    log(`  debug rows: ${JSON.stringify(seen.slice(0, 8))}`);
+    await screenshot("debug-breakpoint");
+    check(await variables.count(), "the Variables view should show x = 7 at the breakpoint");
+    await page.keyboard.press("F5");
+    await page.locator(".debug-toolbar").first().waitFor({ state: "hidden", timeout: 60000 });
+    await showFlowtapeView();
+    await waitRows((rs) => rs.filter((r) => /forked from .* @ step 1 \(1 edit\)/.test(r)).length >= 2 && !rs.some((r) => /running/.test(r)), "the debug run (the fork forked again) in the tree, ended", 30000);
+    await screenshot("debug-done");
+  }, { critical: false });
+}
+
 // ---- the test ----------------------------------------------------------------------------------
 
 async function main() {
@@ -412,6 +523,11 @@ async function main() {
       await screenshot("server-missing-notification");
     }, { critical: false });
     throw new Error(`the Flowtape language server is missing (${PYTHON} cannot import flowtape_lsp.server): server-dependent checks not run`);
+  }
+
+  if (process.env.E2E_ONLY === "whatif") { // (while working on them: the what-if stages alone)
+    await whatIfStages(dirs);
+    return;
   }
 
   await stage("▶ Run code lens runs the flow", async () => {
@@ -559,6 +675,7 @@ async function main() {
   }, { critical: false });
 
   await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
+  await whatIfStages(dirs);
 
   await stage("a composite step expands to its inner firings; F11 steps into them, Shift+F11 out", async () => {
     await openFile("flow.py", "@workflow");

@@ -51,3 +51,9 @@ test("short run ids tell runs started minutes apart from each other", () => {
   assert.equal(shortRunId("nightly"), "nightly");
   assert.equal(shortRunId("a-very-long-run-id-given-by-hand-01"), "a-very-l…-hand-01");
 });
+
+test("run description shows a fork and its edits", () => {
+  const run: RunInfo = { runId: "r", workflow: "w", uri: "u", status: "succeeded", steps: 7, startedAt: "2024-01-01T10:00:00Z", resumedFrom: "20240101-100000-123456-aa01", resumedAtStep: 4, edits: 2, runDir: "/d" };
+  assert.equal(runDescription(run), "7 steps · forked from 100000-aa01 @ step 4 (2 edits)");
+  assert.equal(runDescription({ ...run, edits: 1 }), "7 steps · forked from 100000-aa01 @ step 4 (1 edit)");
+});
