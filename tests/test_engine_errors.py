@@ -382,3 +382,55 @@ def test_a_loop_or_if_with_nothing_to_go_on_is_refused(write_flow, control):
     with pytest.raises(FlowError, match="has nothing to go on") as info:
         load_flow(flow).build()
     assert info.value.line == line_of(flow, "CONTROL")
+
+
+def test_a_failed_firing_tells_what_it_took_on_the_tape_and_in_run_json(tmp_path, write_flow):
+    """The tokens a failed firing took are given back to its queues, so no firing record holds
+    them: the end record's error does (what an editor shows on the failure's row)."""
+    from flowtape.loader import load_flow
+    from flowtape.rundir import read_summary
+    from flowtape.runner import execute
+    from flowtape.tape import read_tape
+
+    flow = write_flow('''
+        from flowtape import Port, connect, task, workflow
+
+        @task
+        class Src:
+            class Ports:
+                Out = Port[str](direction="out")
+            i: int = 0
+
+            def action(self):
+                if self.i >= 3:
+                    return None
+                self.i += 1
+                return f"w{self.i}"
+
+        @task
+        class Picky:
+            class Ports:
+                In = Port[str](direction="in")
+                Out = Port[str](direction="out")
+
+            def action(self, word):
+                if word == "w2":
+                    raise ValueError("no w2")
+                return word
+
+        @workflow
+        def main():
+            src = Src()
+            picky = Picky()
+            connect(src.Out, picky.In)
+            connect(picky.Out, "Out")
+    ''')
+    result = execute(load_flow(flow), runs_dir=tmp_path)
+    assert result.status == "failed" and result.run_dir is not None
+    end = read_tape(result.run_dir / "tape.jsonl").end
+    assert end is not None and end.error is not None
+    header = read_tape(result.run_dir / "tape.jsonl").header
+    [(queue, tokens)] = end.error.taken
+    assert header.queues[queue] == "src.Out->picky.In" and [bytes(t) for t in tokens] == [b'"w2"']
+    summary = read_summary(result.run_dir)
+    assert summary is not None and summary.error == end.error

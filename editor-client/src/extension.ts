@@ -4,21 +4,15 @@
  */
 import * as vscode from "vscode";
 import * as path from "node:path";
-import {
-  ExecuteCommandRequest,
-  LanguageClient,
-  type LanguageClientOptions,
-  type ServerOptions,
-  State,
-  TransportKind,
-} from "vscode-languageclient/node";
+import { type LanguageClient, State } from "vscode-languageclient/node";
 import { StepStore } from "./core/stepStore";
-import { Stepper, parseGoTo } from "./core/stepper";
-import { statusText, stepLabel, shortRunId } from "./core/format";
+import { Stepper } from "./core/stepper";
+import { shortRunId } from "./core/format";
 import {
   Methods,
   ServerCommands,
   type GetStepsResult,
+  type FiringDetail,
   type RunFinishedParams,
   type RunStartResult,
   type RunStartedParams,
@@ -27,14 +21,21 @@ import {
   type StepInfo,
   type StepsParams,
 } from "./core/protocol";
-import { RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsTree";
+import { FiringNode, RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsTree";
 import { DetailPanel } from "./detail";
+import { askRunInputs } from "./runInputs";
+import { StepFinder } from "./stepFinder";
+import { Connection, commandFailed, errorText, withPlacement } from "./connection";
+import { StepPages } from "./stepPages";
+import { openOutputs, tellFinished } from "./outputsView";
+import { StepMarks, type Now } from "./stepMarks";
+import { askGoTo, askResumeStep } from "./stepPrompts";
 import { GraphPanel } from "./graphPanel";
-import { checkFlowtape, choosePython } from "./python";
+import { choosePython } from "./python";
 import { WhatIf, type WhatIfHost } from "./whatif";
 import { FiringDebugger } from "./debug";
 
-const PAGE = 5000; // steps a getSteps page asks for (the server gives up to 10,000)
+const SELECT_MS = 250; // while following a streaming run: how often the server hears of the step
 
 class Flowtape implements vscode.Disposable {
   readonly store = new StepStore({ batchMs: 50 });
@@ -42,15 +43,10 @@ class Flowtape implements vscode.Disposable {
   readonly tree: RunsTreeProvider;
   readonly view: vscode.TreeView<Node>;
   readonly output = vscode.window.createOutputChannel("Flowtape");
-  private client: LanguageClient | undefined;
-  private restrictedLenses: vscode.Disposable | undefined;
-  private starting: Promise<void> | undefined;
-  private readonly status: vscode.StatusBarItem;
-  private readonly resumeItem: vscode.StatusBarItem;
-  private readonly lineDecoration: vscode.TextEditorDecorationType;
+  private readonly conn: Connection;
+  private readonly marks = new StepMarks();
   private readonly detail = new DetailPanel();
   readonly graphView: GraphPanel;
-  private readonly loading = new Map<string, Promise<void>>();
   private readonly disposables: vscode.Disposable[] = [];
   private flowUri: string | undefined;
   /** The file the stepper is opening to show a step (its opening is no choice of another flow). */
@@ -60,11 +56,26 @@ class Flowtape implements vscode.Disposable {
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   /** A run we asked for (resume/rerun) whose runStarted the stepper should follow. */
   private readonly follow = new Set<string>();
+  /** Runs started from this window: their finish is told in a notification. */
+  private readonly mine = new Set<string>();
+  private readonly pages: StepPages;
+  private selecting: { runId: string; step: number } | undefined;
+  private selectTimer: ReturnType<typeof setTimeout> | undefined;
   private detailAsked = 0;
+  private readonly finder: StepFinder;
   /** Server errors already shown, so that a damaged run says so once, not at every keypress. */
   private readonly told = new Set<string>();
 
   constructor(private readonly context: vscode.ExtensionContext) {
+    this.conn = new Connection(context, this.output, {
+      executeCommand: (command, args, next) => this.executeCommand(command, args, next),
+      wire: (client) => this.wire(client),
+      started: () => {
+        this.onEditorChange(vscode.window.activeTextEditor);
+        this.scheduleRefresh(0);
+      },
+      log: (l) => this.log(l),
+    });
     this.tree = new RunsTreeProvider(this.store);
     this.graphView = new GraphPanel(context.extensionUri, {
       request: async <T>(method: string, params: unknown): Promise<T> => {
@@ -77,28 +88,24 @@ class Flowtape implements vscode.Disposable {
       goTo: (runId, step) => this.goToStep(runId, step),
       log: (line) => this.log(line),
     });
-    this.tree.loadSteps = (runId) => this.loadSteps(runId);
-    this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
-    this.status = vscode.window.createStatusBarItem("flowtape.stepper", vscode.StatusBarAlignment.Left, 50);
-    this.status.name = "Flowtape Stepper";
-    this.status.command = "flowtape.stepper.goTo";
-    this.resumeItem = vscode.window.createStatusBarItem("flowtape.resume", vscode.StatusBarAlignment.Left, 49);
-    this.resumeItem.name = "Flowtape Resume";
-    this.resumeItem.text = "$(history) Resume";
-    this.resumeItem.tooltip = "⟲ Resume from here: a new run that replays up to this step, then runs live";
-    this.resumeItem.command = "flowtape.stepper.resume";
-    this.lineDecoration = vscode.window.createTextEditorDecorationType({
-      isWholeLine: true,
-      backgroundColor: new vscode.ThemeColor("flowtape.stepLineBackground"),
-      overviewRulerColor: new vscode.ThemeColor("editorOverviewRuler.findMatchForeground"),
-      overviewRulerLane: vscode.OverviewRulerLane.Center,
+    this.pages = new StepPages(this.store, this.tree, { request: (m, p) => this.request(m, p), tell: (m) => this.tell(m) });
+    this.tree.loadRange = (runId, from, to) => this.pages.loadRange(runId, from, to);
+    this.tree.loadFirings = (runId, step) => this.pages.firings(runId, step);
+    this.finder = new StepFinder({
+      store: this.store,
+      tree: this.tree,
+      runId: () => this.stepper.runId,
+      currentStep: () => this.currentStep(),
+      currentFiring: () => this.currentFiring(),
+      request: (method, params) => this.request(method, params),
+      goTo: (runId, step) => this.goToStep(runId, step),
+      tell: (m) => this.tell(m),
     });
+    this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
     this.disposables.push(
       this.view,
       this.output,
-      this.status,
-      this.resumeItem,
-      this.lineDecoration,
+      this.marks,
       this.detail,
       this.graphView,
       this.tree,
@@ -123,7 +130,7 @@ class Flowtape implements vscode.Disposable {
   private registerWhatIf(): void {
     const host: WhatIfHost = {
       request: (method, params) => this.request(method, params),
-      serverCommand: (command, params) => this.serverCommand(command, params),
+      serverCommand: (command, params) => this.conn.serverCommand(command, params),
       current: () => (this.stepper.runId ? { runId: this.stepper.runId, step: this.stepper.index } : undefined),
       run: (runId) => this.store.run(runId),
       followRun: (runId) => this.followRun(runId),
@@ -135,75 +142,41 @@ class Flowtape implements vscode.Disposable {
   // ---- server ----------------------------------------------------------------------------------
 
   start(): Promise<void> {
-    if (!this.starting) {
-      this.starting = this.startClient().finally(() => (this.starting = undefined));
-    }
-    return this.starting;
+    return this.conn.start();
   }
 
-  async restart(): Promise<void> {
-    await this.starting?.catch(() => undefined); // a start under way finishes first: then it is redone
-    const old = this.client;
-    this.client = undefined;
-    if (old) {
-      try {
-        await old.stop(5000);
-      } catch (e) {
-        this.log(`stopping the server: ${String(e)}`);
+  restart(): Promise<void> {
+    return this.conn.restart();
+  }
+
+  /** Server commands as the language client runs them (a code lens's): the "⟲ Resume at step…"
+   *  lens names the run only, so the step is asked for; "▶ Run" of a workflow with declared
+   *  inputs asks for them; a run started here is followed. */
+  private async executeCommand(command: string, args: unknown[], next: (command: string, args: unknown[]) => unknown): Promise<unknown> {
+    if (command === ServerCommands.resumeAtStep && isRunOnly(args[0])) {
+      const at = await this.askStep(args[0].runId);
+      if (at === undefined) return undefined;
+      if (at !== null) args = [{ ...args[0], step: at }]; // (null: no step, where the run stopped)
+    }
+    if (command === ServerCommands.run && isRunParams(args[0]) && args[0].inputs === undefined) {
+      const inputs = await askRunInputs((m, p) => this.request(m, p), (l) => this.log(l), args[0]);
+      if (inputs === undefined) return undefined;
+      if (Object.keys(inputs).length) args = [{ ...args[0], inputs }];
+    }
+    args = withPlacement(command, args);
+    if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
+      const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
+      if (result?.runId) {
+        this.mine.add(result.runId);
+        this.followRun(result.runId);
       }
+      return result;
     }
-    await this.start();
+    return this.tryCommand(command, args, next);
   }
 
-  private async startClient(): Promise<void> {
-    if (!vscode.workspace.isTrusted) {
-      this.restricted(); // (the interpreter itself may be the folder's: not even it is started)
-      return;
-    }
-    const resource = vscode.window.activeTextEditor?.document.uri;
-    const { python, source } = await choosePython(resource);
-    const cwd = (resource && vscode.workspace.getWorkspaceFolder(resource)?.uri.fsPath) ?? vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    this.log(`python: ${python} (from ${source})`);
-    const problem = await checkFlowtape(python, cwd);
-    if (problem) {
-      this.log(`cannot import flowtape with ${python}: ${problem}`);
-      void this.offerFix(python, problem);
-      return;
-    }
-    const extra = vscode.workspace.getConfiguration("flowtape").get<string[]>("server.extraArgs", []);
-    const serverOptions: ServerOptions = {
-      command: python,
-      args: ["-m", "flowtape", "lsp", ...extra],
-      transport: TransportKind.stdio,
-      options: { cwd },
-    };
-    const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ scheme: "file", language: "python" }],
-      outputChannel: this.output,
-      traceOutputChannel: this.output,
-      // What this client implements itself (docs/protocol.md, "Initialization options"): its runs
-      // view, and asking for the step of a "⟲ Resume at step…" lens (the middleware below).
-      // (trust: a trusted folder, whose files inside it the server runs and imports: docs/protocol.md, "Trust")
-      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true, trust: "workspace" },
-      middleware: {
-        // The "⟲ Resume at step…" lens names the run only: ask for the step, as its title says.
-        executeCommand: async (command, args, next) => {
-          if (command === ServerCommands.resumeAtStep && isRunOnly(args[0])) {
-            const at = await this.askStep(args[0].runId);
-            if (at === undefined) return undefined;
-            if (at !== null) args = [{ ...args[0], step: at }]; // (null: no step, where the run stopped)
-          }
-          args = withPlacement(command, args);
-          if (command === ServerCommands.resumeAtStep || command === ServerCommands.run) {
-            const result = (await this.tryCommand(command, args, next)) as RunStartResult | undefined;
-            if (result?.runId) this.followRun(result.runId);
-            return result;
-          }
-          return this.tryCommand(command, args, next);
-        },
-      },
-    };
-    const client = new LanguageClient("flowtape", "Flowtape", serverOptions, clientOptions);
+  /** Listen to a new client's notifications and state. */
+  private wire(client: LanguageClient): void {
     client.onNotification(Methods.runStarted, (p: RunStartedParams) => this.onRunStarted(p));
     client.onNotification(Methods.steps, (p: StepsParams) => {
       if (!this.store.run(p.runId)) this.scheduleRefresh(); // its runStarted was lost or is late
@@ -215,7 +188,7 @@ class Flowtape implements vscode.Disposable {
       // stays "running" on its word; the list is asked for again, and the stepper's step re-sent.
       if (e.newState === State.Stopped) this.log("language server stopped");
       this.store.resetLive();
-      if (e.newState === State.Running && this.client === client) {
+      if (e.newState === State.Running && this.conn.current(client)) {
         this.scheduleRefresh(0);
         setTimeout(() => {
           this.applyCursor({ openEditor: false });
@@ -226,90 +199,16 @@ class Flowtape implements vscode.Disposable {
         }, 300);
       }
     });
-    this.client = client;
-    try {
-      await client.start();
-      this.log("language server started");
-      this.onEditorChange(vscode.window.activeTextEditor);
-      this.scheduleRefresh(0);
-    } catch (e) {
-      this.log(`starting the server failed: ${String(e)}`);
-      void vscode.window
-        .showErrorMessage(`Flowtape: the language server (${python} -m flowtape lsp) did not start: ${errorText(e)}`, "Show Output", "Choose Interpreter")
-        .then((pick) => {
-          if (pick === "Show Output") this.output.show(true);
-          else if (pick === "Choose Interpreter") void vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
-        });
-    }
-  }
-
-  /** An untrusted folder (VS Code's Workspace Trust): Flowtape runs nothing, and its lenses say why. */
-  private restricted(): void {
-    this.log("this folder is not trusted: Flowtape runs nothing in it (no server, no runs, no flow imported)");
-    if (this.restrictedLenses) return;
-    this.restrictedLenses = vscode.languages.registerCodeLensProvider(
-      { scheme: "file", language: "python" },
-      { provideCodeLenses: (doc) => restrictedLenses(doc) },
-    );
-    this.disposables.push(
-      this.restrictedLenses,
-      vscode.workspace.onDidGrantWorkspaceTrust(() => {
-        this.restrictedLenses?.dispose();
-        this.restrictedLenses = undefined;
-        void this.start();
-      }),
-    );
-  }
-
-  private async offerFix(python: string, problem: string): Promise<void> {
-    const install = "Install Flowtape";
-    const choose = "Choose Interpreter";
-    const pick = await vscode.window.showErrorMessage(
-      `Flowtape: ${python} cannot import flowtape (${problem}).`,
-      install,
-      choose,
-    );
-    if (pick === install) {
-      const term = vscode.window.createTerminal("Flowtape install");
-      term.show();
-      term.sendText(`${shellQuote(python)} -m pip install flowtape`);
-      const again = await vscode.window.showInformationMessage("When pip is done, restart the Flowtape server.", "Restart Server");
-      if (again) await this.restart();
-    } else if (pick === choose) {
-      await vscode.commands.executeCommand("workbench.action.openSettings", "flowtape.python");
-    }
   }
 
   private ready(): LanguageClient | undefined {
-    const c = this.client;
-    if (!c || !c.isRunning()) return undefined;
-    return c;
+    return this.conn.ready();
   }
 
-  private async request<R>(method: string, params: unknown): Promise<R | undefined> {
-    const c = this.ready();
-    if (!c) return undefined;
-    try {
-      return await c.sendRequest<R>(method, params);
-    } catch (e) {
-      this.log(`${method} failed: ${errorText(e)}`);
-      throw e;
-    }
+  private request<R>(method: string, params: unknown): Promise<R | undefined> {
+    return this.conn.request<R>(method, params);
   }
 
-  private async serverCommand<R>(command: string, params: unknown): Promise<R | undefined> {
-    const c = this.ready();
-    if (!c) {
-      void vscode.window.showWarningMessage("Flowtape: the language server is not running.");
-      return undefined;
-    }
-    try {
-      return (await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: withPlacement(command, [params]) })) as R;
-    } catch (e) {
-      this.commandFailed(command, e);
-      return undefined;
-    }
-  }
 
   // ---- runs and steps ---------------------------------------------------------------------------
 
@@ -345,7 +244,19 @@ class Flowtape implements vscode.Disposable {
     } catch {
       return; // not a file of the workspace: no flow of it
     }
-    if (!result?.runs?.length || vscode.window.activeTextEditor?.document.uri.toString() !== uri) return;
+    if (vscode.window.activeTextEditor?.document.uri.toString() !== uri) return;
+    if (!result?.runs?.length) {
+      // A module the stepper's run has actors in keeps the view on its flow; any other file that
+      // never ran shows no other flow's step.
+      const runId = this.stepper.runId;
+      const fromRun = runId && this.store.steps(runId).slice(-2000).some((s) => sameUri(s.uri, uri));
+      if (!fromRun && result) {
+        this.setFlow(uri); // (the tree shows the runs of the file: none)
+        this.tree.refresh();
+        await this.selectRun(undefined);
+      }
+      return;
+    }
     this.setFlow(uri);
     await this.applyRuns(result);
   }
@@ -383,44 +294,20 @@ class Flowtape implements vscode.Disposable {
     }
   }
 
-  /** Load all steps of a run that is not streaming, page by page. */
-  loadSteps(runId: string): Promise<void> {
-    const existing = this.loading.get(runId);
-    if (existing) return existing;
-    const job = (async () => {
-      for (let guard = 0; guard < 10000; guard++) {
-        const from = this.store.loadedCount(runId) + 1;
-        let page: GetStepsResult | undefined;
-        try {
-          page = await this.request<GetStepsResult>(Methods.getSteps, { runId, from, limit: PAGE });
-        } catch (e) {
-          this.store.setError(runId, errorText(e)); // shown under the run, instead of no steps
-          this.tell(`run ${shortRunId(runId)}: ${errorText(e)}`);
-          return;
-        }
-        if (!page) return;
-        this.store.clearError(runId); // an earlier failure (a restart mid-load, say) is over
-        this.store.putSteps(runId, page.steps ?? [], page.total);
-        if (!page.steps?.length || this.store.loadedCount(runId) >= page.total) return;
-      }
-    })().finally(() => this.loading.delete(runId));
-    this.loading.set(runId, job);
-    return job;
-  }
-
+  /** Point the stepper at a run: at step `index`, else at its last step (what the hints show of
+   *  a run nobody stepped through). */
   private async selectRun(runId: string | undefined, index = 0): Promise<void> {
-    this.stepper.setRun(runId, runId ? this.store.loadedCount(runId) : 0, index);
+    this.stepper.setRun(runId, runId ? this.store.total(runId) : 0, index || (runId ? this.store.total(runId) : 0));
     this.tree.cursor = { runId, step: this.stepper.index };
     this.tree.refresh();
     this.updateStatus();
     this.decorate();
-    if (runId && !this.store.isLive(runId) && !this.store.complete(runId)) {
-      await this.loadSteps(runId);
+    if (runId && !this.store.isLive(runId)) {
+      await this.pages.ensureSteps(runId, index || undefined);
       if (this.stepper.runId === runId) {
-        this.stepper.setTotal(this.store.loadedCount(runId));
-        if (index) this.stepper.goTo(index);
-        this.updateStatus();
-        this.decorate();
+        this.stepper.setTotal(this.store.total(runId));
+        this.stepper.goTo(index || this.store.total(runId));
+        this.applyCursor({ openEditor: false });
       }
     }
   }
@@ -433,14 +320,19 @@ class Flowtape implements vscode.Disposable {
         this.setFlow(p.uri); // a run of another flow, started here: the view goes with it, earlier runs too
         this.scheduleRefresh();
       }
-      // A run started elsewhere (a terminal) is shown; it takes the stepper only from no step, and
-      // only a run started here is followed.
-      if (!mine && this.stepper.runId && this.stepper.index > 0) return;
-      void this.selectRun(p.runId).then(() => {
-        if (mine) this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
-        this.revealRun(p.runId);
-      });
+      // A run started elsewhere (a terminal) is shown; it takes the stepper only from one at rest
+      // (no step, or the last step of a finished run), and only a run started here is followed.
+      if (!mine && this.stepper.runId && !this.atRest()) return;
+      const selected = this.selectRun(p.runId);
+      if (mine) this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
+      void selected.then(() => this.revealRun(p.runId));
     }
+  }
+
+  /** The stepper is on no step, or on the last step of a run that no longer grows. */
+  private atRest(): boolean {
+    const runId = this.stepper.runId;
+    return !runId || this.stepper.index === 0 || (!this.store.isLive(runId) && this.stepper.index === this.stepper.total && this.stepper.inner === 0);
   }
 
   /** Show a run expanded in the view (after the view has drawn it). */
@@ -456,22 +348,22 @@ class Flowtape implements vscode.Disposable {
   private onRunFinished(p: RunFinishedParams): void {
     this.store.runFinished(p.runId, p.status);
     this.graphView.onRunFinished(p);
+    const mine = this.mine.delete(p.runId);
+    // The server's hints go to a newer run's last step when it finishes; the stepper's step stays "now".
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    if (runId && runId !== p.runId && step) this.conn.notify(Methods.selectStep, { runId, step: step.step });
     if (p.replayStopped?.length) {
       this.store.markDiverged(p.runId, p.replayStopped.map((d) => d.step).filter((n) => Number.isInteger(n)));
-      const d = p.replayStopped[0];
-      void vscode.window.showWarningMessage(
-        `Flowtape: replay of run ${shortRunId(p.runId)} diverged at step ${d.step} (${d.actor}, fire ${d.fireCount}): ${d.reason}`,
-      );
-    } else if (p.status === "failed" && p.error) {
-      void vscode.window.showErrorMessage(`Flowtape: run ${shortRunId(p.runId)} failed: ${p.error}`);
     }
+    tellFinished(p, mine, (runId) => void this.openOutputs(runId));
     this.scheduleRefresh(200);
   }
 
   private onStoreChange(changed: Set<string>): void {
     const runId = this.stepper.runId;
     if (runId && changed.has(runId)) {
-      const moved = this.stepper.setTotal(this.store.loadedCount(runId));
+      const moved = this.stepper.setTotal(this.store.total(runId));
       if (moved) this.applyCursor({ openEditor: false });
       else this.updateStatus();
     }
@@ -484,31 +376,29 @@ class Flowtape implements vscode.Disposable {
     return runId && this.stepper.index > 0 ? this.store.step(runId, this.stepper.index) : undefined;
   }
 
+  /** The stepper's step as the status bar and the line marker show it. */
+  private now(): Now {
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    const detail = this.currentFiring();
+    const of = runId && step ? this.pages.knownInner(runId, step.step)?.length ?? 0 : 0;
+    return {
+      runId, run: runId ? this.store.run(runId) : undefined, index: this.stepper.index, total: this.stepper.total, step,
+      firing: detail ? { detail, at: this.stepper.inner, of } : undefined,
+    };
+  }
+
   private updateStatus(): void {
     this.graphView.onStepper();
-    const runId = this.stepper.runId;
-    void vscode.commands.executeCommand("setContext", "flowtape.hasRun", !!runId);
-    void vscode.commands.executeCommand("setContext", "flowtape.hasStep", !!this.currentStep());
-    if (!runId) {
-      this.status.hide();
-      this.resumeItem.hide();
-      return;
-    }
-    const step = this.currentStep();
-    this.status.text = `$(debug-step-over) ${statusText(this.stepper.index, this.stepper.total, step?.actor)}`;
-    const run = this.store.run(runId);
-    this.status.tooltip = new vscode.MarkdownString(
-      `Flowtape stepper — run \`${runId}\`${run ? ` (${run.status})` : ""}\n\n` +
-        (step ? `${stepLabel(step)}${step.replayed ? " · replayed" : ""}${step.diverged ? " · diverged" : ""}\n\n` : "") +
-        "Alt+[ / Alt+] step, Alt+Home / Alt+End first/last, Alt+G go to step",
-    );
-    this.status.show();
-    if (step) this.resumeItem.show();
-    else this.resumeItem.hide();
+    this.marks.showStatus(this.now());
+  }
+
+  private decorate(): void {
+    this.marks.decorate(this.now());
   }
 
   private async move(fn: (s: Stepper) => boolean): Promise<void> {
-    if (!this.stepper.runId && !this.serverUp()) return;
+    if (!this.stepper.runId && !this.conn.up()) return;
     if (!this.stepper.runId) {
       await this.refreshRuns();
       if (!this.stepper.runId) {
@@ -517,41 +407,96 @@ class Flowtape implements vscode.Disposable {
       }
     }
     const runId = this.stepper.runId;
-    if (runId && !this.store.isLive(runId) && !this.store.complete(runId)) {
-      await this.loadSteps(runId);
+    if (runId && !this.store.isLive(runId) && !this.store.step(runId, 1)) {
+      await this.pages.ensureSteps(runId);
       if (this.stepper.runId !== runId) return; // another run was chosen while its steps loaded
-      this.stepper.setTotal(this.store.loadedCount(runId));
     }
+    if (runId) this.stepper.setTotal(this.store.total(runId));
     this.stepper.follow = false;
     fn(this.stepper);
+    if (runId && this.stepper.index > 0 && !this.store.step(runId, this.stepper.index)) {
+      const at = this.stepper.index;
+      this.updateStatus(); // (the step number moves at once; its row and line when its page is in)
+      await this.pages.loadRange(runId, at, at);
+      if (this.stepper.runId !== runId || this.stepper.index !== at) return; // moved on meanwhile
+    }
     if (this.stepper.index === this.stepper.total && this.store.isLive(runId ?? "")) {
       this.stepper.follow = vscode.workspace.getConfiguration("flowtape").get("stepper.followLiveRun", true);
     }
     this.applyCursor({ openEditor: true });
   }
 
+  /** One "now": the status bar, the tree selection, the line marker, the hints (selectStep) and
+   *  the detail panel all show the stepper's step (or the inner firing it is on). */
   private applyCursor(opts: { openEditor: boolean }): void {
     const runId = this.stepper.runId;
     const step = this.currentStep();
-    this.tree.cursor = { runId, step: this.stepper.index };
+    const firing = this.currentFiring();
+    this.tree.cursor = { runId, step: this.stepper.index, inner: firing ? this.stepper.inner : 0 };
     this.updateStatus();
     if (!runId || !step) {
       this.decorate();
       return;
     }
     if (this.view.visible) {
-      void this.view.reveal(this.tree.stepNode(runId, step.step), { select: true, focus: false }).then(undefined, () => undefined);
+      const node = (firing && this.tree.firingNode(runId, step.step, this.stepper.inner)) || this.tree.stepNode(runId, step.step);
+      void this.view.reveal(node, { select: true, focus: false, expand: firing ? undefined : false }).then(undefined, () => undefined);
     }
-    void this.showLine(step, opts.openEditor);
-    const c = this.ready();
-    if (c) void c.sendNotification(Methods.selectStep, { runId, step: step.step }).then(undefined, () => undefined);
+    void this.showLine(firing ?? step, opts.openEditor);
+    this.select(runId, step.step);
+  }
+
+  /** Tell the server the stepper's step (for hovers and hints) and refresh the detail panel; while
+   *  the stepper follows a streaming run, at most every SELECT_MS (each selection has the server
+   *  rebuild the run at that step: at every batch of steps, it slowed the streaming down). */
+  private select(runId: string, step: number): void {
+    this.selecting = { runId, step };
+    if (!(this.stepper.follow && this.store.isLive(runId))) {
+      this.flushSelect();
+    } else if (!this.selectTimer) {
+      this.selectTimer = setTimeout(() => this.flushSelect(), SELECT_MS);
+    }
+  }
+
+  private flushSelect(): void {
+    if (this.selectTimer) clearTimeout(this.selectTimer);
+    this.selectTimer = undefined;
+    const at = this.selecting;
+    this.selecting = undefined;
+    if (!at) return;
+    this.conn.notify(Methods.selectStep, at);
     if (this.detail.isOpen) void this.showDetail(false);
   }
 
-  private async showLine(step: StepInfo, openEditor: boolean): Promise<void> {
+  /** The inner firing of a composite step the stepper is on, once the step's firings are known. */
+  private currentFiring(): FiringDetail | undefined {
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    if (!runId || !step || this.stepper.inner === 0) return undefined;
+    return this.pages.knownInner(runId, step.step)?.[this.stepper.inner - 1];
+  }
+
+  /** Step into (F11): from a composite step to its first inner firing, then on through them. */
+  private async stepInto(): Promise<void> {
+    const runId = this.stepper.runId;
+    const step = this.currentStep();
+    let count = 0;
+    if (runId && step && this.stepper.inner === 0) {
+      try {
+        count = (await this.pages.innerOf(runId, step)).length;
+      } catch (e) {
+        this.tell(`step ${step.step}'s inner firings: ${errorText(e)}`);
+        return;
+      }
+      if (this.stepper.runId !== runId || this.stepper.index !== step.step) return; // moved meanwhile
+    }
+    await this.move((s) => s.stepInto(count));
+  }
+
+  private async showLine(site: Pick<StepInfo, "uri" | "range">, openEditor: boolean): Promise<void> {
     let uri: vscode.Uri;
     try {
-      uri = vscode.Uri.parse(step.uri);
+      uri = vscode.Uri.parse(site.uri);
     } catch {
       return;
     }
@@ -561,46 +506,21 @@ class Flowtape implements vscode.Disposable {
         this.navigatingTo = uri.toString();
         editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true });
       } catch (e) {
-        this.log(`cannot open ${step.uri}: ${String(e)}`);
+        this.log(`cannot open ${site.uri}: ${String(e)}`);
       } finally {
         this.navigatingTo = undefined;
       }
     }
     this.decorate();
     if (editor) {
-      const line = Math.min(step.range.start.line, editor.document.lineCount - 1);
+      const line = Math.min(site.range.start.line, editor.document.lineCount - 1);
       editor.revealRange(new vscode.Range(line, 0, line, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
-    }
-  }
-
-  /** Highlight the creation line of the current step's actor in every editor showing its file. */
-  private decorate(): void {
-    const step = this.currentStep();
-    for (const editor of vscode.window.visibleTextEditors) {
-      if (step && sameUri(editor.document.uri.toString(), step.uri)) {
-        const line = Math.min(step.range.start.line, editor.document.lineCount - 1);
-        const range = new vscode.Range(line, 0, line, 0);
-        editor.setDecorations(this.lineDecoration, [
-          {
-            range,
-            hoverMessage: `Flowtape step ${stepLabel(step)}${step.replayed ? " (replayed)" : ""}`,
-            renderOptions: {
-              after: {
-                contentText: `  ◀ step ${step.step} · fire ${step.fireCount}${step.replayed ? " · replayed" : ""}`,
-                color: new vscode.ThemeColor("editorCodeLens.foreground"),
-              },
-            },
-          },
-        ]);
-      } else {
-        editor.setDecorations(this.lineDecoration, []);
-      }
     }
   }
 
   /** Ask for a step of `of` (the "… earlier steps" row of a run), else of the stepper's run. */
   private async goToPrompt(of?: string): Promise<void> {
-    if (!this.stepper.runId && !this.serverUp()) return;
+    if (!this.stepper.runId && !this.conn.up()) return;
     if (of && of !== this.stepper.runId && this.store.run(of)) await this.selectRun(of);
     if (!this.stepper.runId) await this.refreshRuns();
     const runId = this.stepper.runId;
@@ -608,22 +528,12 @@ class Flowtape implements vscode.Disposable {
       void vscode.window.showInformationMessage("Flowtape: no run to step through.");
       return;
     }
-    if (!this.store.isLive(runId)) await this.loadSteps(runId);
+    await this.pages.ensureSteps(runId);
     if (this.stepper.runId !== runId) return; // another run was chosen meanwhile
-    this.stepper.setTotal(this.store.loadedCount(runId));
-    const total = this.stepper.total;
-    const value = await vscode.window.showInputBox({
-      title: `Go to step (run ${shortRunId(runId)})`,
-      prompt: `A step from 1 to ${total}, "first", "last", or +N / -N`,
-      value: this.stepper.index ? String(this.stepper.index) : "",
-      validateInput: (text) => {
-        const r = parseGoTo(text, this.stepper.index, this.stepper.total);
-        return typeof r === "string" ? r : undefined;
-      },
-    });
-    if (value === undefined || this.stepper.runId !== runId) return; // (the box named that run)
-    const n = parseGoTo(value, this.stepper.index, this.stepper.total);
-    if (typeof n === "number") await this.move((s) => s.goTo(n));
+    this.stepper.setTotal(this.store.total(runId));
+    const n = await askGoTo(runId, this.stepper.index, () => this.stepper.total);
+    if (n === undefined || this.stepper.runId !== runId) return; // (the box named that run)
+    await this.move((s) => s.goTo(n));
   }
 
   // ---- actions ----------------------------------------------------------------------------------------
@@ -639,7 +549,7 @@ class Flowtape implements vscode.Disposable {
   private async resume(arg?: unknown): Promise<void> {
     const at = await this.stepFromArg(arg);
     if (!at) return;
-    const result = await this.serverCommand<RunStartResult>(ServerCommands.resumeAtStep, at);
+    const result = await this.conn.serverCommand<RunStartResult>(ServerCommands.resumeAtStep, at);
     if (result?.runId) this.followRun(result.runId);
   }
 
@@ -649,7 +559,7 @@ class Flowtape implements vscode.Disposable {
       void vscode.window.showInformationMessage("Flowtape: put the cursor on the line that creates an actor.");
       return;
     }
-    if (!this.stepper.runId && !this.serverUp()) return;
+    if (!this.stepper.runId && !this.conn.up()) return;
     if (!this.stepper.runId) await this.refreshRuns();
     const runId = this.stepper.runId;
     if (!runId) {
@@ -659,7 +569,7 @@ class Flowtape implements vscode.Disposable {
     // The server finds the actor the line creates, as it finds it for hovers: in the text as the
     // editor holds it, inside a loop's body or a nested workflow, even one that never completed a firing.
     const line = editor.selection.active.line;
-    const result = await this.serverCommand<RunStartResult>(ServerCommands.rerunActor, {
+    const result = await this.conn.serverCommand<RunStartResult>(ServerCommands.rerunActor, {
       runId, uri: editor.document.uri.toString(), line,
     });
     if (result?.runId) this.followRun(result.runId);
@@ -667,7 +577,7 @@ class Flowtape implements vscode.Disposable {
 
   /** The graph view on a run (a run row, else the stepper's), else on the open flow file. */
   private async showGraph(arg?: unknown): Promise<void> {
-    if (!this.serverUp()) return;
+    if (!this.conn.up()) return;
     const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;
     if (runId) return this.graphView.show({ runId });
     const editor = vscode.window.activeTextEditor;
@@ -676,7 +586,7 @@ class Flowtape implements vscode.Disposable {
   }
 
   private async goToStep(runId: string, step: number): Promise<void> {
-    if (this.stepper.runId !== runId) await this.selectRun(runId);
+    if (this.stepper.runId !== runId) await this.selectRun(runId, step);
     await this.move((s) => s.goTo(step));
   }
 
@@ -693,10 +603,14 @@ class Flowtape implements vscode.Disposable {
   private async showDetail(reveal = true, arg?: unknown): Promise<void> {
     const at = arg instanceof StepNode ? { runId: arg.runId, step: arg.step } : await this.stepFromArg(undefined);
     if (!at) return;
+    const firing = arg instanceof StepNode ? undefined : this.currentFiring();
+    const run = this.store.run(at.runId);
+    // a finished run's last step: its outputs too
+    const outputs = run && run.status !== "running" && at.step === this.store.total(at.runId) ? run.outputs ?? undefined : undefined;
     const asked = ++this.detailAsked; // answers may come back out of order: only the latest shows
     try {
       const detail = await this.request<StepDetail>(Methods.stepDetail, at);
-      if (detail && asked === this.detailAsked) this.detail.show(detail, reveal);
+      if (detail && asked === this.detailAsked) this.detail.show(detail, reveal, { firing, outputs });
     } catch (e) {
       if (asked === this.detailAsked) this.tell(`step detail: ${errorText(e)}`);
     }
@@ -706,6 +620,15 @@ class Flowtape implements vscode.Disposable {
     const reg = (id: string, fn: (...args: unknown[]) => unknown) =>
       this.disposables.push(vscode.commands.registerCommand(id, fn));
     reg("flowtape.stepper.previous", () => this.move((s) => s.previous()));
+    reg("flowtape.stepper.stepInto", () => this.stepInto());
+    reg("flowtape.stepper.stepOver", () => this.move((s) => s.stepOver()));
+    reg("flowtape.stepper.stepOut", () => this.move((s) => s.stepOut()));
+    reg("flowtape.stepper.nextOfActor", () => this.finder.nextOfActor("next"));
+    reg("flowtape.stepper.previousOfActor", () => this.finder.nextOfActor("previous"));
+    reg("flowtape.view.filterActor", (arg) => this.finder.filterActor(arg));
+    reg("flowtape.view.findValue", (arg) => this.finder.findValue(arg));
+    reg("flowtape.view.clearFilter", (arg) => this.finder.clear(typeof arg === "string" ? arg : undefined));
+    reg("flowtape.view.openOutputs", (runId, port) => this.openOutputs(runId, port));
     reg("flowtape.stepper.next", () => this.move((s) => s.next()));
     reg("flowtape.stepper.first", () => this.move((s) => s.first()));
     reg("flowtape.stepper.last", () => this.move((s) => s.last()));
@@ -714,7 +637,7 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.stepper.rerunActor", () => this.rerunActor());
     reg("flowtape.stepper.showDetail", (arg) => this.showDetail(true, arg));
     reg("flowtape.view.refresh", async (arg) => {
-      if (!this.serverUp()) return;
+      if (!this.conn.up()) return;
       if (arg && typeof arg === "object" && "uri" in arg && typeof arg.uri === "string") { // the "Runs (n)" lens: that flow's runs
         this.setFlow(arg.uri);
         await vscode.commands.executeCommand("flowtape.runs.focus");
@@ -724,13 +647,22 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.view.restartServer", () => this.restart());
     reg("flowtape.showGraph", (arg) => this.showGraph(arg));
     reg("flowtape.view.select", async (arg) => {
-      if (!(arg instanceof StepNode)) return;
-      if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId);
+      if (!(arg instanceof StepNode) && !(arg instanceof FiringNode)) return;
+      if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId, arg.step);
       await this.move((s) => s.goTo(arg.step));
+      if (arg instanceof FiringNode) {
+        const step = this.currentStep();
+        if (!step || step.step !== arg.step) return;
+        const inner = await this.pages.innerOf(arg.runId, step);
+        if (this.stepper.index !== arg.step) return;
+        this.stepper.stepInto(inner.length);
+        while (this.stepper.inner < arg.index && this.stepper.index === arg.step && this.stepper.stepOver());
+        this.applyCursor({ openEditor: true });
+      }
     });
     reg("flowtape.view.stopRun", async (arg) => {
       const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;
-      if (runId) await this.serverCommand(ServerCommands.stop, { runId });
+      if (runId) await this.conn.serverCommand(ServerCommands.stop, { runId });
     });
     // Selecting a run row makes it the stepper's run.
     this.disposables.push(
@@ -747,25 +679,9 @@ class Flowtape implements vscode.Disposable {
     try {
       return await next(command, args);
     } catch (e) {
-      this.commandFailed(command, e);
+      commandFailed(command, e);
       return undefined;
     }
-  }
-
-  private commandFailed(command: string, e: unknown): void {
-    void vscode.window.showErrorMessage(`Flowtape: ${command}: ${errorText(e)}`);
-  }
-
-  /** Whether the server runs; if not, say so once a command needs it, with a way to restart it. */
-  private serverUp(): boolean {
-    if (this.ready()) return true;
-    void vscode.window
-      .showWarningMessage("Flowtape: the language server is not running.", "Restart Server", "Show Output")
-      .then((pick) => {
-        if (pick === "Restart Server") void this.restart();
-        else if (pick === "Show Output") this.output.show(true);
-      });
-    return false;
   }
 
   /** A server error the user must see, once (the same error again stays in the output channel). */
@@ -790,22 +706,11 @@ class Flowtape implements vscode.Disposable {
         return undefined;
       }
     }
-    const last = total ?? 0;
-    const broken = known?.status === "failed" || known?.status === "stopped";
-    const value = await vscode.window.showInputBox({
-      title: `Resume run ${shortRunId(runId)} at step`,
-      prompt:
-        `A step from 0 to ${last}: the steps up to it are replayed from the tape, the rest runs live. ` +
-        `Empty: where the run stopped, inside the loop item, if branch or nested workflow it stopped in too`,
-      placeHolder: `empty: where it stopped (after step ${last})`,
-      value: broken ? "" : String(last),
-      validateInput: (text) => {
-        const n = Number(text.trim());
-        return text.trim() === "" || (/^\d+$/.test(text.trim()) && n <= last) ? undefined : `a whole number from 0 to ${last}, or empty`;
-      },
-    });
-    if (value === undefined) return undefined;
-    return value.trim() === "" ? null : Number(value.trim());
+    return askResumeStep(runId, total ?? 0, known?.status === "failed" || known?.status === "stopped");
+  }
+
+  private openOutputs(runId: unknown, port?: unknown): Promise<void> {
+    return openOutputs((m, p) => this.request(m, p), (m) => this.tell(m), runId, port);
   }
 
   log(line: string): void {
@@ -815,39 +720,20 @@ class Flowtape implements vscode.Disposable {
   async dispose(): Promise<void> {
     for (const d of this.disposables) d.dispose();
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
-    const c = this.client;
-    this.client = undefined;
-    if (c) await c.stop(3000).catch(() => undefined);
+    if (this.selectTimer) clearTimeout(this.selectTimer);
+    await this.conn.stop();
   }
+}
+
+function isRunParams(arg: unknown): arg is { uri: string; workflow?: string; inputs?: Record<string, unknown> } {
+  return !!arg && typeof arg === "object" && typeof (arg as { uri?: unknown }).uri === "string";
 }
 
 function isRunOnly(arg: unknown): arg is { runId: string } {
   return !!arg && typeof arg === "object" && typeof (arg as { runId?: unknown }).runId === "string" && (arg as { step?: unknown }).step === undefined;
 }
 
-/** On each `@workflow` line of an untrusted folder's file: why there is no "▶ Run". */
-function restrictedLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
-  const lenses: vscode.CodeLens[] = [];
-  for (let line = 0; line < doc.lineCount; line++) {
-    if (/^\s*@\s*(?:[A-Za-z_][\w.]*\.)?workflow\b/.test(doc.lineAt(line).text)) {
-      lenses.push(new vscode.CodeLens(new vscode.Range(line, 0, line, 0), {
-        title: "🔒 Flowtape runs nothing in a folder you have not trusted",
-        command: "workbench.trust.manage",
-        tooltip: "Flows are Python code: trust this folder to run, resume and check them",
-      }));
-    }
-  }
-  return lenses;
-}
 
-function errorText(e: unknown): string {
-  if (e && typeof e === "object" && "message" in e) return String((e as { message: unknown }).message);
-  return String(e);
-}
-
-function shellQuote(s: string): string {
-  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
 
 let instance: Flowtape | undefined;
 
@@ -865,19 +751,3 @@ export async function deactivate(): Promise<void> {
   await i?.dispose();
 }
 
-const STARTS_A_RUN: readonly string[] = [ServerCommands.run, ServerCommands.resumeAtStep, ServerCommands.rerunActor];
-
-/** The settings flowtape.executor and flowtape.rayAddress, under what a run-starting command's own params say. */
-function withPlacement(command: string, args: unknown[]): unknown[] {
-  const first = args[0];
-  if (!STARTS_A_RUN.includes(command) || typeof first !== "object" || first === null) return args;
-  const config = vscode.workspace.getConfiguration("flowtape");
-  const executor = config.get<string>("executor", "threads");
-  const rayAddress = config.get<string>("rayAddress", "").trim();
-  const placement: Record<string, string> = {};
-  if (executor === "ray") {
-    placement.executor = "ray";
-    if (rayAddress) placement.rayAddress = rayAddress;
-  }
-  return [{ ...placement, ...first }, ...args.slice(1)];
-}

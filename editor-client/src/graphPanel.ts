@@ -138,8 +138,8 @@ export class GraphPanel implements vscode.Disposable {
     const runId = this.shown.runId;
     if (!graph || !runId) return;
     const s = this.host.stepper();
-    const step = s.runId === runId ? s.index : this.host.store.loadedCount(runId);
-    const total = s.runId === runId ? s.total : this.host.store.loadedCount(runId);
+    const step = s.runId === runId ? s.index : this.host.store.total(runId);
+    const total = s.runId === runId ? s.total : this.host.store.total(runId);
     const asked = this.asked;
     let detail: StepDetail | undefined;
     if (step > 0) {
@@ -199,14 +199,14 @@ export class GraphPanel implements vscode.Disposable {
     const runId = this.shown.runId;
     if (!runId || !this.graph) return;
     const s = this.host.stepper();
-    const at = s.runId === runId && s.index > 0 ? s.index : this.host.store.loadedCount(runId);
+    const at = s.runId === runId && s.index > 0 ? s.index : this.host.store.total(runId);
     const step = latestFiringStep(this.graph, this.host.store.steps(runId), path, at);
     if (step !== undefined) await this.host.goTo(runId, step);
   }
 
   private stepNow(runId: string): number {
     const s = this.host.stepper();
-    return s.runId === runId && s.index > 0 ? s.index : this.host.store.loadedCount(runId);
+    return s.runId === runId && s.index > 0 ? s.index : this.host.store.total(runId);
   }
 
   private async showQueue(runId: string, queue: number): Promise<void> {

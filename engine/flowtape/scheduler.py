@@ -88,6 +88,7 @@ class Failure:
     exc: BaseException
     tb: str
     raised: Site | None
+    taken: list[tuple[int, list[Raw]]] = field(default_factory=list)  # what the firing took (taped runs)
 
     @property
     def raised_by(self) -> BaseException:
@@ -378,7 +379,7 @@ class Engine:
                 raise error  # a second stop signal interrupted the action: the user stops the run, the flow did not fail
             if isinstance(error, FiringStopped):
                 return  # the stop ended its tool or model call: the firing did not happen, the run is stopped, not failed
-            self._fail(actor, fire_count, error)
+            self._fail(actor, fire_count, error, plan.takes)
             return
         if not plan.takes and not produced and actor.spec is not None:
             # A source with nothing to give: not a firing, even if it changed its state (it counted
@@ -550,7 +551,7 @@ class Engine:
             seq=self.seq,
             actor=actor.path,
             fireCount=fire_count,
-            consumed=digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes],
+            consumed=digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes or ()],
             produced=[(q.index, [e for _, e in items]) for q, items in produced],
             within=(ctx.actor.path, ctx.fire_count) if ctx is not None else None,
             replayed=replayed,
@@ -620,11 +621,13 @@ class Engine:
         if self.tape is not None:
             self.tape.write(*records)
 
-    def _fail(self, actor: Actor, fire_count: int, exc: BaseException) -> None:
+    def _fail(self, actor: Actor, fire_count: int, exc: BaseException,
+              takes: list[tuple[Queue, list[Item]]] | None = None) -> None:
         if self.failure is None:
             tb = traceback_text(exc)
             raised = traceback_site(exc.original if isinstance(exc, GuardFailed) else exc)
-            self.failure = Failure(actor, fire_count, exc, tb, raised)
+            taken = [(q.index, [Raw(bytes(enc)) for _, enc in items if enc is not None]) for q, items in takes or ()]
+            self.failure = Failure(actor, fire_count, exc, tb, raised, [t for t in taken if t[1]])
         self.cond.notify_all()
 
 
@@ -667,4 +670,5 @@ def error_info(failure: Failure) -> ErrorInfo:
         raisedFile=raised.file if raised else None,
         raisedLine=raised.line if raised else None,
         traceback=failure.tb,
+        taken=failure.taken,
     )

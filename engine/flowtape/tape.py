@@ -238,6 +238,7 @@ class ErrorInfo(msgspec.Struct, omit_defaults=True):
     raisedFile: str | None = None
     raisedLine: int | None = None
     traceback: str | None = None
+    taken: list[tuple[int, list[Raw]]] = []  # what the failed firing took (queue index, tokens): given back, never recorded
 
 
 class Final(msgspec.Struct, omit_defaults=True):

@@ -8,9 +8,7 @@ the runs with `flowtape.showRuns`."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flowtape.rundir import TAPE
@@ -19,6 +17,7 @@ from lsprotocol import types as lsp
 from . import protocol as P
 from .commands import run_info
 from .runs import Run
+from .workflows import find_workflows
 from .workspace import file_key, same_file, uri_to_path
 
 if TYPE_CHECKING:
@@ -26,48 +25,6 @@ if TYPE_CHECKING:
 
 
 BIG_TEXT = 200_000  # characters
-
-
-@dataclass
-class WorkflowSite:
-    name: str
-    line0: int  # the first decorator's line (0-based)
-    def_line0: int
-
-
-def _is_workflow(decorator: ast.expr) -> bool:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    if isinstance(target, ast.Name):
-        return target.id == "workflow"
-    if isinstance(target, ast.Attribute):
-        return target.attr == "workflow"
-    return False
-
-
-def find_workflows(text: str) -> list[WorkflowSite]:
-    """The `@workflow` functions of a module (top level, or under top-level `if`/`try`)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
-    found: list[WorkflowSite] = []
-    stack: list[ast.stmt] = list(reversed(tree.body))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            decorators = [d for d in node.decorator_list if _is_workflow(d)]
-            if decorators:
-                first = min(d.lineno for d in node.decorator_list)
-                found.append(WorkflowSite(node.name, first - 1, node.lineno - 1))
-        elif isinstance(node, (ast.If, ast.Try)):
-            children: list[ast.stmt] = [*node.body, *node.orelse]
-            if isinstance(node, ast.Try):
-                for handler in node.handlers:
-                    children.extend(handler.body)
-                children.extend(node.finalbody)
-            stack.extend(reversed(children))
-    found.sort(key=lambda w: w.line0)
-    return found
 
 
 def register(server: FlowtapeServer) -> None:
@@ -125,6 +82,6 @@ def _resume_lens(server: FlowtapeServer, uri: str, started: list[Run]) -> lsp.Co
             return lsp.Command(title=f"⟲ Resume at step {selected[1]}", command=P.CMD_RESUME,
                                arguments=[{"runId": chosen.run_id, "step": selected[1]}])
     if latest.status in ("failed", "stopped") and latest.finished:
-        last = run_info(latest).steps
+        last = run_info(latest, server.root).steps
         return lsp.Command(title=f"⟲ Resume at step {last}", command=P.CMD_RESUME, arguments=[{"runId": latest.run_id}])
     return None

@@ -18,12 +18,16 @@ from flowtape.tape import Firing, Header, Step
 from flowtape.values import preview_raw
 from lsprotocol import types as lsp
 
+from . import inputs
 from . import protocol as P
 from .actorlines import creation_line, current_text
+from .failures import detail_of
+from .outputs import previews
 from .permits import differs, may_run
 from .runs import Run, RunManager
 from .tapeindex import Filler, last_step_from_end
-from .workspace import client_path, flow_path, path_to_uri, same_file, uri_to_path
+from .workflows import find_workflows
+from .workspace import Locator, client_path, flow_path, path_to_uri, same_file, uri_to_path
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
@@ -39,7 +43,7 @@ def _previews(tokens: list[msgspec.Raw], limit: int = 60, most: int = 20) -> lis
     return shown
 
 
-def describe(run: Run, at: AtStep) -> P.StepDetailResult:
+def describe(run: Run, at: AtStep, locator: Locator) -> P.StepDetailResult:
     header = at.rebuild.header
     names = header.queues
     rebuild = at.rebuild
@@ -56,16 +60,39 @@ def describe(run: Run, at: AtStep) -> P.StepDetailResult:
     return P.StepDetailResult(
         runId=run.run_id, step=s.step, actor=s.actor, actorKind=s.kind, fireCount=s.fireCount, journalSeq=s.journalSeq,
         replayed=s.replayed, taken=taken, put=put, queues=queues, states=states, chat=chat or None,
+        firings=[_firing(header, f, took, locator) for f, took in at.firings],
     )
 
 
-def run_info(run: Run) -> P.RunInfo:
+def _firing(header: Header, f: Firing, took: list[tuple[int, list[msgspec.Raw]]], locator: Locator) -> P.FiringDetail:
+    """One firing of a step, what it took and put on its own (a composite step's inner ones apart)."""
+    names = header.queues
+    uri, rng = locator.actor_range(header, f.actor)
+    kind = next((a.kind for a in header.actors if a.path == f.actor), "")
+    return P.FiringDetail(
+        actor=f.actor, fireCount=f.fireCount, actorKind=kind, seq=f.seq, replayed=f.replayed,
+        taken=[P.QueueTokens(queue=names[i], tokens=_previews(tokens)) for i, tokens in took],
+        put=[P.QueueTokens(queue=names[i], tokens=_previews(tokens)) for i, tokens in f.produced],
+        uri=uri, range=rng, chat=preview_raw(f.chat, 300) if f.chat else None,
+    )
+
+
+def run_info(run: Run, root: Path) -> P.RunInfo:
     steps = run.index.steps if run.live or run.index.finished else _recorded_steps(run, run.index.steps)
     return P.RunInfo(
         runId=run.run_id, workflow=run.workflow, uri=run.uri, status=run.status, steps=steps,
         startedAt=run.started_at, runDir=client_path(run.run_dir), finishedAt=run.finished_at,
-        resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, edits=run.edits, usage=run.usage,
+        resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, outputs=previews(run) if run.finished else None,
+        error=_failure(run, root), edits=run.edits, usage=run.usage,
     )
+
+
+def _failure(run: Run, root: Path) -> P.ErrorDetail | None:
+    if run.error_info is not None:  # (with the header once it is read: what the firing took, by queue name)
+        return detail_of(run.error_info, run.index.header, root)
+    if run.error_detail is None and run.status == "failed" and run.error:
+        return P.ErrorDetail(message=run.error)
+    return run.error_detail
 
 
 def _recorded_steps(run: Run, read: int) -> int:
@@ -115,7 +142,7 @@ def last_firing_step(run: Run, actor: str) -> int | None:
 READ_ERRORS = (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError, OSError, IndexError)
 
 
-def _unreadable(run: Run, exc: Exception) -> Exception:
+def unreadable(run: Run, exc: Exception) -> Exception:
     if isinstance(exc, FileNotFoundError):
         return P.not_found(f"run {run.run_id!r} is gone: {exc.filename} no longer exists")
     if isinstance(exc, IndexError):
@@ -136,8 +163,6 @@ def _is(file: str, path: Path) -> bool:
 def _default_workflow(path: Path) -> str:
     """The workflow `flowtape run` picks without --workflow, as the file's text shows it: `main`,
     else the last `@workflow` (a guess for listing only: the run's header has the last word)."""
-    from .codelens import find_workflows
-
     try:
         names = [w.name for w in find_workflows(read_text(path))]
     except OSError:
@@ -191,6 +216,13 @@ def register(server: FlowtapeServer) -> None:
         params = P.command_params(args, P.RunParams)
         may_run(server.trust)
         path = flow_path(params.uri, server.root)
+        try:  # the saved file is what runs
+            why = inputs.missing(await asyncio.to_thread(path.read_text, encoding="utf-8", errors="replace"),
+                                 params.workflow, params.inputs)
+        except OSError:
+            why = None  # (launching says why it cannot be read)
+        if why is not None:
+            raise P.invalid(why)
         run = await manager.launch(path, workflow=params.workflow, inputs=params.inputs, max_workers=params.maxWorkers,
                                    executor=params.executor, ray_address=params.rayAddress)
         if not run.workflow:  # listed by the name the flow will most likely run, until its tape's header says
@@ -262,14 +294,14 @@ def register(server: FlowtapeServer) -> None:
     @server.feature(P.RUNS)
     async def runs(params: Any) -> Any:
         p = P.decode_params(params, P.RunsParams)
-        return P.RunsResult(runs=[run_info(r) for r in _runs_of(p.uri)]).to_json()
+        return P.RunsResult(runs=[run_info(r, server.root) for r in _runs_of(p.uri)]).to_json()
 
     @server.command(P.CMD_SHOW_RUNS)
     async def show_runs(*args: Any) -> Any:
         """The "Runs (n)" lens of a client without a runs view of its own: the runs, newest
         first, in a message the user sees, and as the result for a client that reads it."""
         p = P.command_params(args, P.ShowRunsParams)
-        infos = [run_info(r) for r in _runs_of(p.uri, p.workflow)]
+        infos = [run_info(r, server.root) for r in _runs_of(p.uri, p.workflow)]
         lines = [f"{i.runId}  {i.status} · {i.steps} step{'s' if i.steps != 1 else ''}"
                  + (f" · resumed from {i.resumedFrom} @ {i.resumedAtStep}" if i.resumedFrom else "") for i in infos[:SHOWN_RUNS]]
         if len(infos) > SHOWN_RUNS:
@@ -285,7 +317,7 @@ def register(server: FlowtapeServer) -> None:
         try:
             return await _get_steps(run, p)
         except READ_ERRORS as exc:
-            raise _unreadable(run, exc) from None
+            raise unreadable(run, exc) from None
 
     async def _get_steps(run: Run, p: P.GetStepsParams) -> Any:
         if p.from_ == 1 and manager.starting(run):  # no steps yet, and no failure either: an empty first page
@@ -322,10 +354,10 @@ def register(server: FlowtapeServer) -> None:
         try:
             return await _step_detail(run, p)
         except READ_ERRORS as exc:
-            raise _unreadable(run, exc) from None
+            raise unreadable(run, exc) from None
 
     async def _step_detail(run: Run, p: P.StepDetailParams) -> Any:
-        return describe(run, await at_step(manager, run, p.step)).to_json()
+        return describe(run, await at_step(manager, run, p.step), manager.locator).to_json()
 
     @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     async def cancel_progress(params: lsp.WorkDoneProgressCancelParams) -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 SOURCE = "flowtape"
 SYNTAX = "syntax-error"  # checked in the server from the editor's text, as typed
 CHECK_TIMEOUT = 20.0
+RESTORE_MAX_BYTES = 64 << 20  # a latest run's tape read at startup for its diagnostics, when no bigger
 
 
 def compare_link(recorded: str | None, run_id: str, actor: str) -> str | None:
@@ -172,6 +173,18 @@ class Diagnostics:
                 severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="run-failed",
                 related_information=related or None, data={"runId": run.run_id, "actor": info.actor},
             ))
+            raised = path_to_uri(info.raisedFile) if info.raisedFile and info.raisedLine and not info.raisedFile.startswith("<") else None
+            if raised is not None and (raised, info.raisedLine) != (uri, line):
+                # the line that raised is marked too, where the user fixes it (not only related information)
+                targets.setdefault(raised, []).append(lsp.Diagnostic(
+                    range=_range(info.raisedLine, self._line_text(raised, info.raisedLine)),
+                    message=f"run {run.run_id} failed here: {who}{what}",
+                    severity=lsp.DiagnosticSeverity.Error, source=SOURCE, code="run-raised",
+                    related_information=[lsp.DiagnosticRelatedInformation(
+                        location=lsp.Location(uri=uri, range=_range(line)), message=f"{info.actor or 'the actor'} is created here",
+                    )] if info.actor else None,
+                    data={"runId": run.run_id, "actor": info.actor},
+                ))
         elif end is None and run.status == "failed" and run.error_detail is not None:  # it could not start, or died
             detail = run.error_detail
             uri = detail.uri or run.uri
@@ -184,6 +197,28 @@ class Diagnostics:
         old = set(self.runs.get(flow, {}))
         self.runs[flow] = targets
         self.publish(old | set(targets))
+
+    async def restore(self) -> None:
+        """After a restart (of the server, or of the window), each flow's latest finished run says
+        again what it said when it finished: its failure, its divergences."""
+        latest: dict[str, Run] = {}
+        for run in self.server.manager.listed():
+            if run.finished and not run.live and run.uri:
+                key = file_key(run.uri)
+                known = latest.get(key)
+                if known is None or (run.started_at, run.run_id) > (known.started_at, known.run_id):
+                    latest[key] = run
+        for key, run in latest.items():
+            if key in self.runs:
+                continue  # a run of it finished since: that one's diagnostics stand
+            try:
+                if os.path.getsize(run.index.path) > RESTORE_MAX_BYTES:
+                    continue
+                await asyncio.to_thread(run.index.ingest_all)
+            except Exception:  # noqa: BLE001 - a tape gone or damaged: the stepper says why when asked
+                continue
+            if key not in self.runs:
+                self.on_run_finished(run)
 
     def _actor_site(self, header: Header, path: str, fallback: str) -> tuple[str, int | None]:
         """The line (1-based) that creates the actor in its file's text as the editor holds it now

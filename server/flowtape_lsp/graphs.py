@@ -14,7 +14,7 @@ from flowtape.flowgraph import FlowGraph, graph_of_header, header_of_tape
 from flowtape.rundir import TAPE
 
 from . import protocol as P
-from .commands import READ_ERRORS, _unreadable, at_step
+from .commands import READ_ERRORS, at_step, unreadable
 from .workspace import flow_path, path_to_uri
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def register(server: FlowtapeServer) -> None:
                 except FileNotFoundError:
                     raise P.not_found(f"run {run.run_id} has no tape yet: it failed or was stopped before it started") from None
                 except READ_ERRORS as exc:
-                    raise _unreadable(run, exc) from None
+                    raise unreadable(run, exc) from None
             return _result(graph_of_header(header))
         assert p.uri is not None
         path = flow_path(p.uri, server.root)
@@ -74,7 +74,7 @@ def register(server: FlowtapeServer) -> None:
         try:
             at = await at_step(manager, run, p.step)
         except READ_ERRORS as exc:
-            raise _unreadable(run, exc) from None
+            raise unreadable(run, exc) from None
         queues = at.rebuild.header.queues
         if p.queue >= len(queues):
             raise P.invalid(f"queue {p.queue} is out of range: run {run.run_id} has queues 0 to {len(queues) - 1}")

@@ -23,6 +23,9 @@ RUNS = "flowtape/runs"
 GET_STEPS = "flowtape/getSteps"
 STEP_DETAIL = "flowtape/stepDetail"
 SELECT_STEP = "flowtape/selectStep"
+RUN_OUTPUTS = "flowtape/runOutputs"
+WORKFLOW_INPUTS = "flowtape/workflowInputs"
+FIND_STEPS = "flowtape/findSteps"
 GRAPH = "flowtape/graph"
 QUEUE_TOKENS = "flowtape/queueTokens"
 
@@ -164,6 +167,28 @@ class SelectStepParams(Params):
     step: Step
 
 
+class RunOutputsParams(Params):
+    runId: Name
+
+
+class WorkflowInputsParams(Params):
+    uri: Name
+    workflow: Name | None = None
+
+
+class FindStepsParams(Params, rename={"from_": "from"}):
+    """Steps of a run that match: fired by `actor` (a top-level one, or one firing inside the step),
+    and/or holding `text` in what a firing put or the state it left. Searched from step `from_` on
+    (`next`) or back (`previous`), at most `limit` found."""
+
+    runId: Name
+    actor: Name | None = None
+    text: Name | None = None
+    from_: Step = 0
+    direction: Literal["next", "previous"] = "next"
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100000)] = 1
+
+
 P = TypeVar("P", bound=Params)
 
 
@@ -254,12 +279,39 @@ class Steps(Message):
     steps: list[StepInfo]
 
 
+class QueueTokens(Message):
+    queue: str
+    tokens: list[str]
+
+
+class Frame(Message):
+    """One frame of a failure's traceback, innermost last; `own`: in the workspace's code (not
+    Flowtape's, not an installed package's), the frames a user clicks."""
+
+    file: str
+    line: int  # 0-based, like LSP
+    function: str
+    own: bool
+    uri: str | None = None
+    code: str | None = None
+
+
 class ErrorDetail(Message):
     message: str
     actor: str | None = None
     fireCount: int | None = None
     uri: str | None = None
-    line: int | None = None  # 0-based, like LSP
+    line: int | None = None  # 0-based, like LSP: where the actor is created
+    raisedUri: str | None = None
+    raisedLine: int | None = None  # 0-based: the line that raised
+    taken: list[QueueTokens] | None = None  # what the failed firing took
+    traceback: list[Frame] | None = None
+
+
+class OutputPreview(Message):
+    port: str
+    count: int
+    preview: str  # the tokens, shortened
 
 
 class RunFinished(Message):
@@ -284,6 +336,8 @@ class RunInfo(Message):
     finishedAt: str | None = None
     resumedFrom: str | None = None
     resumedAtStep: int | None = None
+    outputs: list[OutputPreview] | None = None  # a finished run's
+    error: ErrorDetail | None = None  # why a failed run failed
     edits: int = 0  # a fork's edits at resumedAtStep
     usage: Usage | None = None
 
@@ -297,11 +351,6 @@ class GetStepsResult(Message):
     steps: list[StepInfo]
     total: int
     live: bool
-
-
-class QueueTokens(Message):
-    queue: str
-    tokens: list[str]
 
 
 class QueueState(Message):
@@ -320,6 +369,21 @@ class ChatEntry(Message):
     actor: str
     chat: str  # a preview of the messages the firing added: its prompt and the answer
     calls: list[ModelCall] | None = None  # its live model calls (on a replayed step: the recorded ones)
+
+
+class FiringDetail(Message):
+    """One firing inside a step: the step's own, and each inner one of a composite step."""
+
+    actor: str
+    fireCount: int
+    actorKind: str
+    seq: int
+    replayed: bool
+    taken: list[QueueTokens]
+    put: list[QueueTokens]
+    uri: str
+    range: Range
+    chat: str | None = None
 
 
 class FlowBroken(JsonRpcException):
@@ -356,6 +420,31 @@ class StepDetailResult(Message):
     queues: list[QueueState]
     states: list[ActorState]
     chat: list[ChatEntry] | None = None
+    firings: list[FiringDetail] | None = None  # every firing of the step, as the tape holds them (a composite: its own first)
+
+
+class RunOutputsResult(Message):
+    runId: str
+    outputs: Any  # every token of every output port, as the run gave them
+
+
+class InputInfo(Message):
+    name: str
+    type: str  # as the source spells it ("" when not said)
+    required: bool  # (every declared input is: a run without it gets no token on its port)
+
+
+class WorkflowInputsResult(Message):
+    workflow: str
+    inputs: list[InputInfo]
+    known: bool  # False: the declared inputs could not be read from the source
+    last: dict[str, Any] | None = None  # the inputs of this workflow's latest run
+
+
+class FindStepsResult(Message):
+    runId: str
+    steps: list[int]
+    total: int
 
 
 # ---- what-if: fork with edits, diff two runs, the firing to debug (whatif.py) ----------------------

@@ -19,13 +19,14 @@ from flowtape.errors import ErrorReport, TraceCorruption
 from flowtape.ownership import ProcessStamp, can_tell, is_the_process, stamp_of
 from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, runs_process, valid_run_id
 from flowtape.rundir import process_alive as _alive
-from flowtape.tape import Step
+from flowtape.tape import ErrorInfo, Step
 from flowtape.trust import looks_sealed
 from flowtape.usage import Usage
 from flowtape.verify import check_run
 
 from . import progress
 from . import protocol as P
+from .failures import detail_of, not_started
 from .family import Family, clear_left_behind, family_of, left_behind, reap, started_here, take_down
 from .tapeindex import TapeIndex
 from .workspace import Locator, client_path, path_to_uri
@@ -70,7 +71,9 @@ class Run:
     stderr: bytes = b""
     stdout: bytes = b""  # the end of what `flowtape run --json` printed: an ErrorReport when it could not start
     error: str | None = None
-    error_detail: P.ErrorDetail | None = None  # as runFinished said it, for the diagnostics
+    error_detail: P.ErrorDetail | None = None  # as runFinished said it (or run.json, for a run found on disk)
+    error_info: ErrorInfo | None = None  # how the tape (or run.json) tells its failure
+    outputs: bytes = b""  # a finished run's outputs, encoded
     junk: bool = False  # a directory of the runs dir that holds no run (no run.json, no readable tape): not listed
     progress_token: str | None = None
     progress_begun: bool = False
@@ -158,7 +161,7 @@ class RunManager:
                     # now, and check it meanwhile (in a thread, the tape streamed: verify_streamed);
                     # a tape that fails is refused from then on
                     run.verdict = (stamp, None)
-                    self._spawn(self._check(run, stamp, told=True))
+                    self.spawn(self._check(run, stamp, told=True))
                 else:
                     await self._check(run, stamp)
         if run.verdict is not None and run.verdict[1] is not None:
@@ -226,34 +229,39 @@ class RunManager:
             run.usage = summary.usage
             run.pid, run.process = summary.pid, summary.process
             run.finished = summary.status != "running"
+            run.outputs = bytes(summary.outputs) if summary.outputs else b""
+            if summary.error is not None:
+                run.error, run.error_info = summary.error.message, summary.error
         self.runs[run_id] = run
         return run
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     # ---- discovering runs -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Register the runs already on disk, follow those still going, then watch for new ones."""
+    def start(self) -> bool:
+        """Register the runs already on disk, follow those still going, then watch for new ones.
+        False when it was started before."""
         if self._poller is not None:
-            return
+            return False
         for run_id, run_dir in self._dirs():
             self._take_up(self._register(run_id, run_dir, live=False))
         self._poller = asyncio.ensure_future(self._poll_dir())
-        self._spawn(self._preindex())
+        self.spawn(self._preindex())
+        return True
 
     def _take_up(self, run: Run) -> None:
         """A run found on disk that run.json says is running: followed while its process runs,
         else failed (its process died while nobody watched, or the pid is not the run's)."""
         if run.status == "running" and self.alive(run):
             run.live = True
-            self._spawn(self._follow(run))
+            self.spawn(self._follow(run))
         elif run.status == "running":
             run.status, run.finished = "failed", True
-            self._spawn(self._note_dead(run))
+            self.spawn(self._note_dead(run))
 
     async def _note_dead(self, run: Run) -> None:
         """A run whose process died while no server watched: failed, as far as the editor is told."""
@@ -309,7 +317,7 @@ class RunManager:
                     if run_id not in self.runs:
                         run = self._register(run_id, run_dir, live=True)
                         run.finished = False
-                        self._spawn(self._follow(run))
+                        self.spawn(self._follow(run))
             except Exception:  # noqa: BLE001 - the poller must outlive any odd directory
                 self.server.log_error("scanning the runs directory failed")
 
@@ -365,9 +373,9 @@ class RunManager:
         except (OSError, ValueError) as exc:  # (ValueError: a NUL byte in a path or argument)
             del self.runs[run_id]
             raise P.invalid(f"cannot start the flow: {exc}") from None
-        self._spawn(self._read_output(run))
-        self._spawn(self._follow(run))
-        self._spawn(progress.begin(self.server, run))
+        self.spawn(self._read_output(run))
+        self.spawn(self._follow(run))
+        self.spawn(progress.begin(self.server, run))
         return run
 
     async def _read_output(self, run: Run) -> None:
@@ -511,7 +519,7 @@ class RunManager:
                 summary = read_summary(run.run_dir)
                 run.edits = summary.edits if summary is not None else 0
             if run.proc is None and run.progress_token is None:
-                self._spawn(progress.begin(self.server, run))
+                self.spawn(progress.begin(self.server, run))
         self.server.send(P.RUN_STARTED, P.RunStarted(
             runId=run.run_id, uri=run.uri, workflow=run.workflow, runDir=client_path(run.run_dir),
             resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, edits=run.edits,
@@ -533,27 +541,14 @@ class RunManager:
         error: str | None = None
         detail: P.ErrorDetail | None = None
         if end is not None and end.error is not None:
-            info = end.error
-            error = info.message
-            line = info.line
-            file = info.file
-            header = run.index.header
-            if (file is None or line is None) and info.actor and header is not None:
-                actor = next((a for a in header.actors if a.path == info.actor), None)
-                if actor is not None:
-                    file, line = actor.file, actor.line
-            detail = P.ErrorDetail(
-                message=info.message, actor=info.actor, fireCount=info.fireCount,
-                uri=path_to_uri(file) if file else None, line=line - 1 if line else None,
-            )
+            error, run.error_info = end.error.message, end.error
+            detail = detail_of(end.error, run.index.header, self.server.root)
         elif status == "failed":
             error = run.error or _stderr_line(run.stderr) or "the run failed"
-            detail = P.ErrorDetail(message=error)
-            report = _error_report(run.stdout) if run.index.header is None else None
-            if report is not None and report.file:  # it could not start: the flow is at fault, here
-                detail.uri, detail.line = path_to_uri(report.file), report.line - 1 if report.line else None
+            detail = not_started(error, _error_report(run.stdout) if run.index.header is None else None)
         run.error_detail = detail
-        outputs = msgspec.json.decode(end.outputs) if end is not None and end.outputs else {}
+        run.outputs = bytes(end.outputs) if end is not None and end.outputs else b""
+        outputs = msgspec.json.decode(run.outputs) if run.outputs else {}
         diverged = [d.plain() for d in (end.replayStopped if end else run.index.diverged)]
         self.server.send(P.RUN_FINISHED, P.RunFinished(
             runId=run.run_id, status=status, outputs=outputs, steps=run.index.steps, error=error,

@@ -122,9 +122,13 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, graphs, inspect, whatif
+    from . import codelens, commands, graphs, inputs, inspect, outputs, search, whatif
 
     server = FlowtapeServer()
+
+    def start_runs() -> None:
+        if server.manager.start():  # the latest runs' diagnostics are back after a restart
+            server.manager.spawn(server.diagnostics.restore())
 
     @server.feature(lsp.INITIALIZE)
     def initialize(params: lsp.InitializeParams) -> None:
@@ -139,11 +143,14 @@ def create_server() -> FlowtapeServer:
             server.root = Path(root).resolve()
             use_client_root(Path(os.path.abspath(root)), server.root)
         # a client that never sends `initialized` still sees the runs on disk, a little later
-        asyncio.get_running_loop().call_later(2.0, server.manager.start)
+        asyncio.get_running_loop().call_later(2.0, start_runs)
 
     @server.feature(lsp.INITIALIZED)
     async def initialized(params: lsp.InitializedParams) -> None:
+        restore = server.manager._poller is None
         server.manager.start()
+        if restore:
+            server.manager.spawn(server.diagnostics.restore())
         for doc in list(server.workspace.text_documents.values()):
             server.diagnostics.schedule_check(doc.uri)
 
@@ -180,6 +187,9 @@ def create_server() -> FlowtapeServer:
     commands.register(server)
     whatif.register(server)
     inspect.register(server)
+    outputs.register(server)
+    inputs.register(server)
+    search.register(server)
     graphs.register(server)
     return server
 

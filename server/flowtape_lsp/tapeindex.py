@@ -177,8 +177,23 @@ def last_step_from_end(path: Path, number: int) -> AtStep | None:
     firings = [r for r in found if isinstance(r, Firing) and top_of(r) == (step.actor, step.fireCount)]
     if step.kind in ("workflow", "loop", "if") and not any(f.actor == step.actor for f in firings):
         return None  # the composite began before the step before: its firings are not all in the window
-    taken = list(final.lastTaken)
-    return AtStep(step, rebuild, [(f, taken if i == 0 else []) for i, f in enumerate(firings)])
+    return AtStep(step, rebuild, _attributed(firings, final.lastTaken))
+
+
+def _attributed(firings: list[Firing], taken: list[tuple[int, list[msgspec.Raw]]]) -> list[tuple[Firing, list[tuple[int, list[msgspec.Raw]]]]]:
+    """What each firing of the last step took: the end's tokens the step took (merged by queue),
+    handed out in order by what each firing consumed from each queue."""
+    pool = {index: list(tokens) for index, tokens in taken}
+    out = []
+    for f in firings:
+        took = []
+        for index, count, _ in f.consumed:
+            left = pool.get(index, [])
+            if left[:count]:
+                took.append((index, left[:count]))
+                del left[:count]
+        out.append((f, took))
+    return out
 
 
 def _line_start(fh: Any, last: int, floor: int) -> int:

@@ -16,7 +16,7 @@ from flowtape.errors import UsageError
 from flowtape.show import detail_of
 
 from . import protocol as P
-from .commands import READ_ERRORS, _step_in_range, _unreadable, actor_on_line
+from .commands import READ_ERRORS, _step_in_range, actor_on_line, unreadable
 from .runs import Run
 from .workspace import client_path, flow_path
 
@@ -92,7 +92,7 @@ def register(server: FlowtapeServer) -> None:
         try:
             return (await asyncio.to_thread(editables, run, p.step)).to_json()
         except READ_ERRORS as exc:
-            raise _unreadable(run, exc) from None
+            raise unreadable(run, exc) from None
 
     @server.feature(P.FIRING_AT)
     async def firing_at(params: Any) -> Any:
@@ -107,5 +107,5 @@ def register(server: FlowtapeServer) -> None:
         except UsageError as exc:
             raise P.not_found(str(exc)) from None
         except READ_ERRORS as exc:
-            raise _unreadable(run, exc) from None
+            raise unreadable(run, exc) from None
         return P.FiringAtResult(runId=run.run_id, actor=target.actor, fireCount=target.fire_count, step=target.step).to_json()

@@ -147,7 +147,8 @@ async def test_files_are_named_as_the_client_names_them(folder_client: LanguageC
     assert started["uri"] == uri and {s["uri"] for s in col.steps(run["runId"])} == {uri}
     assert done["status"] == "failed" and done["errorDetail"]["uri"] == uri
     params = await col.wait_for(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, lambda p: p.uri == uri and bool(p.diagnostics))
-    (error,) = params.diagnostics
+    assert sorted(d.code for d in params.diagnostics) == ["run-failed", "run-raised"]  # the raising line: named as the client names it too
+    (error,) = [d for d in params.diagnostics if d.code == "run-failed"]
     text = fail.read_text().splitlines()[error.range.start.line]
     assert "picky = Picky()" in text and error.range.end.character == len(text.encode("utf-16-le")) // 2  # UTF-16 units
     # a flow error of a file the client opened by a uri spelt its own way (unencoded): on its line

@@ -86,7 +86,8 @@ async def test_a_failed_run_is_an_error_on_the_failing_actor(client: LanguageCli
     assert done["status"] == "failed" and "two is not allowed" in done["error"]
     assert done["errorDetail"]["actor"] == "picky" and done["errorDetail"]["line"] == line_of(flow, "picky = Picky()")
     diags = await diagnostics_for(client, uri_of(flow), lambda ds: any(d.code == "run-failed" for d in ds))
-    (error,) = diags
+    error, raised_here = sorted(diags, key=lambda d: d.code != "run-failed")  # and the line that raised: issue 22
+    assert raised_here.code == "run-raised" and raised_here.range.start.line == line_of(flow, "raise ValueError")
     assert error.severity == lsp.DiagnosticSeverity.Error
     assert error.range.start.line == line_of(flow, "picky = Picky()")
     raised = line_of(flow, "raise ValueError") + 1
@@ -162,7 +163,8 @@ async def test_a_run_error_stands_on_its_actor_line_and_not_on_a_look_alike(clie
         "    connect(src.Out, sq.In)\n    connect(sq.Out, \"Result\")\n"))
     run = await command(client, "flowtape.run", {"uri": uri_of(factory)})
     assert (await collector(client).finished(run["runId"]))["status"] == "failed"
-    (error,) = await diagnostics_for(client, uri_of(squares), lambda ds: any(d.code == "run-failed" for d in ds))
+    diags = await diagnostics_for(client, uri_of(squares), lambda ds: any(d.code == "run-failed" for d in ds))
+    (error,) = [d for d in diags if d.code == "run-failed"]  # (and "run-raised" on the line that raised)
     assert error.range.start.line == line_of(squares, "return Square()")  # where the actor is created
 
     smoke = "@workflow\ndef smoke():\n    src = Source()\n    picky = Picky()\n    connect(src.Out, picky.In)\n\n\n"

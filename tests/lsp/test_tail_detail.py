@@ -11,6 +11,7 @@ from flowtape.loader import load_module
 from flowtape.runner import execute
 from flowtape_lsp.commands import describe
 from flowtape_lsp.tapeindex import TapeIndex, last_step_from_end
+from flowtape_lsp.workspace import Locator
 
 REPO = Path(__file__).resolve().parents[2]
 FLOWS = [REPO / "examples" / name for name in ("chain.py", "loop_accumulator.py", "nested.py", "review.py", "fanout_join.py")]
@@ -26,7 +27,7 @@ def test_the_last_step_from_the_end_equals_a_full_read(flow, workers, tmp_path):
     assert fast is not None
     index = TapeIndex(result.run_dir)
     index.ingest_all()
-    assert describe(run, fast) == describe(run, index.at_step(result.steps))  # type: ignore[arg-type]
+    assert describe(run, fast, Locator()) == describe(run, index.at_step(result.steps), Locator())  # type: ignore[arg-type]
 
 
 def test_only_the_last_step_of_a_finished_run_is_answered_from_the_end(tmp_path):

@@ -1,5 +1,5 @@
 /** Labels and descriptions shown in the UI. No vscode import. */
-import type { ModelCall, RunInfo, StepInfo, Usage } from "./protocol";
+import type { ErrorDetail, FiringDetail, ModelCall, OutputPreview, QueueTokens, RunFinishedParams, RunInfo, StepInfo, Usage } from "./protocol";
 
 /** `12 · review · fire 3` */
 export function stepLabel(s: Pick<StepInfo, "step" | "actor" | "fireCount">): string {
@@ -43,8 +43,10 @@ export function formatTime(t: string | number | null | undefined, now: Date = ne
   return `${month} ${d.getDate()} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
+/** `340 µs`, `12 ms`, `1.5 s`; "" for nothing measured (a step that took no time shows none). */
 export function formatDuration(ms: number): string {
-  if (!Number.isFinite(ms) || ms < 0) return "";
+  if (!Number.isFinite(ms) || ms <= 0) return "";
+  if (ms < 1) return `${Math.max(1, Math.round(ms * 1000))} µs`;
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   const m = Math.floor(ms / 60_000);
@@ -122,4 +124,69 @@ export function runIconKind(status: string): RunIconKind {
   return status === "succeeded" || status === "failed" || status === "stopped" || status === "running"
     ? status
     : "unknown";
+}
+
+/** `Result (300): [2, 4, 6, …]` */
+export function outputLabel(o: OutputPreview): { label: string; description: string } {
+  return { label: o.port, description: `${o.count} token${o.count === 1 ? "" : "s"} · ${o.preview}` };
+}
+
+/** `review: 3 × `x`` — a queue's tokens in one line. */
+export function tokensText(rows: QueueTokens[] | null | undefined): string {
+  if (!rows?.length) return "nothing";
+  return rows.map((r) => `${r.queue}: ${r.tokens.join(", ")}`).join("; ");
+}
+
+/** The failure row of a failed run: `✘ picky · fire 2 failed`, with what it took and the error. */
+export function failureLabel(e: ErrorDetail): { label: string; description: string } {
+  const who = e.actor ? `${e.actor}${e.fireCount ? ` · fire ${e.fireCount}` : ""} failed` : "failed";
+  const took = e.taken?.length ? `took ${e.taken.map((t) => t.tokens.join(", ")).join("; ")} · ` : "";
+  return { label: who, description: `${took}${shortError(e)}` };
+}
+
+/** The error without the actor, firing and site the message repeats (the row says them). */
+export function shortError(e: ErrorDetail): string {
+  let text = e.message;
+  if (e.actor) {
+    const said = `${e.actor} failed on firing ${e.fireCount}`;
+    if (text.startsWith(said)) {
+      text = text.slice(said.length);
+      const cut = text.startsWith(" (") ? text.indexOf("): ") : -1; // (created at file:line): …
+      text = cut >= 0 ? text.slice(cut + 3) : text.replace(/^: /, "");
+    }
+  }
+  return text;
+}
+
+/** An inner firing's row: `wrap/mid/leaf · fire 2`. */
+export function firingLabel(f: Pick<FiringDetail, "actor" | "fireCount">): string {
+  return `${f.actor} · fire ${f.fireCount}`;
+}
+
+export function firingDescription(f: FiringDetail): string {
+  const parts = [f.replayed ? "replayed" : "live"];
+  if (f.taken.length) parts.push(`took ${f.taken.map((t) => t.tokens.join(", ")).join("; ")}`);
+  if (f.put.length) parts.push(`put ${f.put.map((t) => t.tokens.join(", ")).join("; ")}`);
+  return parts.join(" · ");
+}
+
+/** What the notification of a finished run says: its status, steps, and its outputs previewed. */
+export function finishMessage(p: RunFinishedParams, shortId: string): string {
+  const steps = p.steps !== undefined ? ` · ${p.steps} step${p.steps === 1 ? "" : "s"}` : "";
+  const head = `run ${shortId} ${p.status}${steps}`;
+  if (p.status === "failed") return `${head}: ${p.errorDetail ? `${failureLabel(p.errorDetail).label}: ${shortError(p.errorDetail)}` : p.error ?? "it failed"}`;
+  const outputs = p.outputs && typeof p.outputs === "object" ? Object.entries(p.outputs as Record<string, unknown>) : [];
+  if (!outputs.length) return `${head} · no outputs`;
+  return `${head} · ${outputs.map(([port, tokens]) => `${port} = ${previewValue(tokens, 60)}`).join(" · ")}`;
+}
+
+/** A JSON value in one line, cut at `limit` characters. */
+export function previewValue(value: unknown, limit = 80): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
 }

@@ -173,7 +173,7 @@ function inputsOf(graph: FlowGraph): Map<string, number[]> {
 
 export function pictureState(
   graph: FlowGraph, runId: string, step: number, total: number,
-  detail: Pick<StepDetail, "actor" | "queues"> & { firings?: { actor: string }[] } | undefined,
+  detail: Pick<StepDetail, "actor" | "queues"> & { firings?: { actor: string }[] | null } | undefined,
   marks: RunMarks,
 ): PictureState {
   const ids = queueIndexes(graph);

@@ -39,6 +39,10 @@ export interface RunInfo {
   edits?: number; // a fork's edits at resumedAtStep
   runDir: string;
   usage?: Usage | null;
+  /** A finished run's output ports, previewed (`flowtape/runOutputs` gives them whole). */
+  outputs?: OutputPreview[] | null;
+  /** Why a failed run failed. */
+  error?: ErrorDetail | null;
 }
 
 /** A run's model calls, and what its resume saved (`flowtape.usage.Usage`). */
@@ -66,6 +70,34 @@ export interface ChatEntry {
   actor: string;
   chat: string;
   calls?: ModelCall[] | null;
+}
+
+export interface OutputPreview {
+  port: string;
+  count: number;
+  preview: string;
+}
+
+/** One frame of a failure's traceback (innermost last); `own`: the workspace's code. */
+export interface Frame {
+  file: string;
+  line: number; // 0-based
+  function: string;
+  own: boolean;
+  uri?: string | null;
+  code?: string | null;
+}
+
+export interface ErrorDetail {
+  message: string;
+  actor?: string | null;
+  fireCount?: number | null;
+  uri?: string | null;
+  line?: number | null; // 0-based: where the actor is created
+  raisedUri?: string | null;
+  raisedLine?: number | null; // 0-based: the line that raised
+  taken?: QueueTokens[] | null;
+  traceback?: Frame[] | null;
 }
 
 export interface Divergence {
@@ -99,8 +131,9 @@ export interface RunFinishedParams {
   runId: string;
   status: "succeeded" | "failed" | "stopped";
   outputs: unknown;
+  steps?: number;
   error?: string | null;
-  errorDetail?: { message: string; actor?: string | null; fireCount?: number | null; uri?: string | null; line?: number | null } | null;
+  errorDetail?: ErrorDetail | null;
   replayStopped?: Divergence[] | null;
   usage?: Usage | null;
 }
@@ -142,6 +175,54 @@ export interface StepDetail {
   queues: { queue: string; size: number; tokens: string[] }[];
   states: { actor: string; state: string | null; fireCount: number }[]; // every actor; state null: it keeps none
   chat?: ChatEntry[] | null;
+  /** Every firing of the step, as the tape holds them (a composite step: its own, then the inner ones). */
+  firings?: FiringDetail[] | null;
+}
+
+export interface FiringDetail {
+  actor: string;
+  fireCount: number;
+  actorKind: string;
+  seq: number;
+  replayed: boolean;
+  taken: QueueTokens[];
+  put: QueueTokens[];
+  uri: string;
+  range: Range;
+  chat?: string | null;
+}
+
+export interface RunOutputsResult {
+  runId: string;
+  outputs: Record<string, unknown[]>;
+}
+
+export interface InputInfo {
+  name: string;
+  type: string;
+  required: boolean;
+}
+
+export interface WorkflowInputsResult {
+  workflow: string;
+  inputs: InputInfo[];
+  known: boolean;
+  last?: Record<string, unknown> | null;
+}
+
+export interface FindStepsParams {
+  runId: string;
+  actor?: string;
+  text?: string;
+  from?: number;
+  direction?: "next" | "previous";
+  limit?: number;
+}
+
+export interface FindStepsResult {
+  runId: string;
+  steps: number[];
+  total: number;
 }
 
 export interface RunStartResult {
@@ -157,6 +238,9 @@ export const Methods = {
   getSteps: "flowtape/getSteps",
   stepDetail: "flowtape/stepDetail",
   selectStep: "flowtape/selectStep",
+  runOutputs: "flowtape/runOutputs",
+  workflowInputs: "flowtape/workflowInputs",
+  findSteps: "flowtape/findSteps",
   diff: "flowtape/diff",
   editables: "flowtape/editables",
   firingAt: "flowtape/firingAt",

@@ -240,9 +240,9 @@ export class StepStore {
     return this.contiguous.get(runId) ?? 0;
   }
 
-  /** The total the stepper moves over: steps known for the run. */
+  /** The steps the stepper moves over: every step the run has (its pages need not all be loaded). */
   total(runId: string): number {
-    return this.loadedCount(runId);
+    return Math.max(this.run(runId)?.steps ?? 0, this.loadedCount(runId), this.stepsByRun.get(runId)?.length ?? 0);
   }
 
   /** Is every step of a finished run loaded? */

@@ -14,8 +14,42 @@ export class Stepper {
   private run: string | undefined;
   private idx = 0;
   private count = 0;
+  private innerIdx = 0;
+  private innerCount = 0;
   /** When the cursor sits on the last step of a growing run, it moves along. */
   follow = false;
+
+  /** The inner firing of a composite step the cursor is on (1-based), 0 on the step itself. */
+  get inner(): number {
+    return this.innerIdx;
+  }
+
+  /** Step into: from a composite step (`firings` inner firings) to its first inner firing; on an
+   *  inner firing, to the next one (past the last: the next step); a step with none: the next step. */
+  stepInto(firings: number): boolean {
+    if (this.innerIdx === 0 && firings > 0) {
+      this.innerIdx = 1;
+      this.innerCount = firings;
+      return true;
+    }
+    return this.stepOver();
+  }
+
+  /** Step over: the next inner firing of the step the cursor is inside, else the next step. */
+  stepOver(): boolean {
+    if (this.innerIdx > 0 && this.innerIdx < this.innerCount) {
+      this.innerIdx++;
+      return true;
+    }
+    return this.next();
+  }
+
+  /** Step out: from an inner firing back to its composite step. */
+  stepOut(): boolean {
+    if (this.innerIdx === 0) return false;
+    this.innerIdx = 0;
+    return true;
+  }
 
   get runId(): string | undefined {
     return this.run;
@@ -38,6 +72,7 @@ export class Stepper {
     this.run = runId;
     this.count = Math.max(0, total);
     this.idx = runId === undefined ? 0 : this.clamp(index, index === 0 ? 0 : 1);
+    this.innerIdx = 0;
     this.follow = false;
   }
 
@@ -48,6 +83,7 @@ export class Stepper {
     const before = this.idx;
     if (this.follow && wasLast) this.idx = this.count;
     if (this.idx > this.count) this.idx = this.count;
+    if (this.idx !== before) this.innerIdx = 0;
     return this.idx !== before;
   }
 
@@ -77,8 +113,9 @@ export class Stepper {
   private moveTo(n: number): boolean {
     if (this.run === undefined || this.count === 0) return false;
     const target = this.clamp(Math.trunc(n), 1);
-    const changed = target !== this.idx;
+    const changed = target !== this.idx || this.innerIdx !== 0;
     this.idx = target;
+    this.innerIdx = 0;
     return changed;
   }
 

@@ -24,7 +24,7 @@ const CODE_SERVER = join(ROOT, ".cache/code-server/package/out/node/entry.js");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const REAL_PYTHON = process.env.FLOWTAPE_PYTHON ?? join(ROOT, ".venv/bin/python");
 const PYTHON = REAL_PYTHON;
-const TOTAL_S = Number(process.env.E2E_TIMEOUT_S ?? 420);
+const TOTAL_S = Number(process.env.E2E_TIMEOUT_S ?? 900);
 const pkg = JSON.parse(readFileSync(join(CLIENT, "package.json"), "utf8"));
 
 const t0 = Date.now();
@@ -141,11 +141,11 @@ function setup() {
   // The extension, unpacked, as VS Code lays out an installed one.
   const dest = join(ext, `${pkg.publisher}.${pkg.name}-${pkg.version}`);
   mkdirSync(dest, { recursive: true });
-  for (const f of ["package.json", "README.md", "dist", "media"]) {
+  for (const f of ["package.json", "README.md", "dist", "media", "wheels"]) {
     if (existsSync(join(CLIENT, f))) cpSync(join(CLIENT, f), join(dest, f), { recursive: true });
   }
   mkdirSync(ws, { recursive: true });
-  cpSync(join(HERE, "fixture/flow.py"), join(ws, "flow.py"));
+  for (const f of ["flow.py", "failing.py", "scaled.py", "big.py", "never.py"]) cpSync(join(HERE, "fixture", f), join(ws, f));
   cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
   cpSync(join(HERE, "fixture/whatif.py"), join(ws, "whatif.py"));
   cpSync(join(HERE, "fixture/agent.py"), join(ws, "agent.py"));
@@ -250,6 +250,56 @@ async function waitStatus(re, timeout = 15000) {
   throw new Error(`status bar never matched ${re} (last: "${last.slice(0, 200)}")`);
 }
 
+/** Open a workspace file in the editor (Ctrl+P). */
+async function openFile(name, marker = "") {
+  for (let i = 0; i < 3; i++) {
+    try {
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("Control+P");
+      const input = page.locator(".quick-input-widget input");
+      await input.waitFor({ state: "visible", timeout: 5000 });
+      await input.fill(name);
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
+      await page.keyboard.press("Enter");
+      await page.locator(".tab.active", { hasText: name }).first().waitFor({ timeout: 10000 });
+      if (marker) await page.locator(".monaco-editor .view-lines", { hasText: marker }).first().waitFor({ timeout: 10000 });
+      return;
+    } catch (e) {
+      if (i === 2) throw e;
+      await page.waitForTimeout(1500);
+    }
+  }
+}
+
+async function clickRunLens() {
+  const lens = page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first();
+  await lens.waitFor({ timeout: 60000 });
+  await lens.click();
+}
+
+/** The texts of the notification toasts shown now. */
+async function toasts() {
+  return (await page.locator(".notifications-toasts .notification-toast").allInnerTexts()).map((t) => t.replace(/\s+/g, " "));
+}
+
+async function waitToast(re, timeout = 30000) {
+  const deadline = Date.now() + timeout;
+  let seen = [];
+  while (Date.now() < deadline) {
+    seen = await toasts();
+    const hit = seen.find((t) => re.test(t));
+    if (hit) return hit;
+    await page.waitForTimeout(300);
+  }
+  throw new Error(`no notification matching ${re} within ${timeout / 1000}s (seen: ${JSON.stringify(seen.map((t) => t.slice(0, 160)))})`);
+}
+
+/** Inlay hints of the editor, joined (they change when the stepper's step does). */
+async function hintText() {
+  return page.evaluate(() => [...document.querySelectorAll(".editor-instance .monaco-editor .view-lines span[class*='dyn-rule'], .editor-instance .monaco-editor .inlayHint, .editor-instance .monaco-editor [class*='inlay']")]
+    .map((e) => e.textContent).filter((t) => t && t.includes("×")).join(" | "));
+}
+
 /** Focus the flow editor: a click right of the text (never on a code lens). */
 async function focusEditor() {
   const editor = page.locator(".editor-instance .monaco-editor .overflow-guard").first();
@@ -313,25 +363,6 @@ async function pick(text, { filter = true } = {}) {
   if (filter) await input.fill(text);
   await page.locator(".quick-input-list .monaco-list-row", { hasText: text }).first().waitFor({ timeout: 15000 });
   await page.keyboard.press("Enter");
-}
-
-async function openFile(name, marker) {
-  for (let i = 0; i < 3; i++) {
-    try {
-      await page.keyboard.press("Escape");
-      await page.keyboard.press("Control+P");
-      const input = await quickInput();
-      await input.fill(name);
-      await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
-      await page.keyboard.press("Enter");
-      await page.locator(".monaco-editor .view-lines", { hasText: marker }).first().waitFor({ timeout: 10000 });
-      await page.locator(".editor-group-container .tab.active", { hasText: name }).first().waitFor({ timeout: 10000 });
-      return;
-    } catch (e) {
-      if (i === 2) throw e;
-      await page.waitForTimeout(1500);
-    }
-  }
 }
 
 async function goToLine(line) {
@@ -563,6 +594,19 @@ async function main() {
     await screenshot("run-streamed");
   });
 
+  await stage("outputs: an Outputs row on the run, in the finish notification, opened whole", async () => {
+    const toast = await waitToast(/succeeded · \d+ steps · Out = /, 20000);
+    log(`  notification: ${toast.slice(0, 160)}`);
+    const rows = await waitRows((rs) => rs.some((r) => /^Outputs\s*Out \(5\)/.test(r)) && rs.some((r) => /^Out\s*5 tokens · \['1: reviewed alpha'/.test(r)), "an Outputs row with `Out · 5 tokens · ['1: reviewed alpha', …`", 20000);
+    log(`  ${rows.filter((r) => /^Out/.test(r)).join(" | ").slice(0, 200)}`);
+    await screenshot("outputs-shown");
+    await page.locator(".notifications-toasts .notification-toast", { hasText: /Out = / }).first().locator("a, .monaco-button", { hasText: "Open Outputs" }).first().click();
+    await page.locator(".monaco-editor .view-lines", { hasText: "reviewed alpha" }).first().waitFor({ timeout: 15000 });
+    await screenshot("outputs-opened");
+    // (the outputs document stays open: closing an untitled one asks whether to save it)
+    await openFile("flow.py", "@workflow");
+  }, { critical: false });
+
   await stage("keyboard stepping moves the status bar and the tree selection", async () => {
     await focusEditor();
     await page.keyboard.press("Alt+Home");
@@ -709,6 +753,208 @@ async function main() {
   }, { critical: false });
 
   await whatIfStages(dirs);
+
+  await stage("a composite step expands to its inner firings; F11 steps into them, Shift+F11 out", async () => {
+    await openFile("flow.py", "@workflow");
+    await focusEditor();
+    await page.keyboard.press("Alt+Home");
+    await waitStatus(/step 1\/\d+ · words/);
+    const row = sidebar().locator(".monaco-list-row", { hasText: /^\s*1 · words · fire 1/ }).first();
+    await row.locator(".monaco-tl-twistie").click();
+    await waitRows((rs) => rs.some((r) => /^review · fire 1\s*(replayed|live) · took 'alpha' · put 'reviewed alpha'/.test(r)), "an inner firing row `review · fire 1 · … took 'alpha' · put 'reviewed alpha'`", 20000);
+    await focusEditor();
+    await page.keyboard.press("F11");
+    await waitStatus(/step 1\/\d+ · words › review · fire 1 \(1\/1\)/);
+    const selected = (await sidebar().locator(".monaco-list-row.selected").allInnerTexts()).map((t) => t.replace(/\s+/g, " "));
+    check(selected.some((t) => t.startsWith("review · fire 1")), `the inner firing's row should be selected, is ${JSON.stringify(selected)}`);
+    await screenshot("composite-expanded");
+    await page.keyboard.press("Shift+F11");
+    await waitStatus(/step 1\/\d+ · words(?! ›)/);
+    await page.keyboard.press("F11");
+    await page.keyboard.press("F10"); // past the last inner firing: the next step
+    await waitStatus(/step 2\/\d+ · collect/);
+  }, { critical: false });
+
+  await stage("a failed run: the failed firing's row, its traceback, an Error on the line that raised", async () => {
+    await openFile("failing.py", "@workflow");
+    const failing = join(dirs.ws, "failing.py");
+    await clickRunLens();
+    const rows = await waitRows((rs) => rs.some((r) => /^picky · fire 2 failed.*took 2 .*two is not allowed/.test(r)), "a row `picky · fire 2 failed · took 2 · ValueError: two is not allowed`", 45000);
+    check(rows.some((r) => /^check · failing\.py:\d+/.test(r)), `the traceback's own frame \`check · failing.py:N\` should be listed: ${JSON.stringify(rows.slice(0, 14))}`);
+    const expected = [lineOf(failing, 'raise ValueError("two is not allowed")'), lineOf(failing, "picky = Picky()")];
+    await focusEditor();
+    const deadline = Date.now() + 30000;
+    let lines = [];
+    while (Date.now() < deadline) {
+      lines = await squiggleLines("squiggly-error");
+      if (expected.every((l) => lines.includes(l))) break;
+      await page.waitForTimeout(500);
+    }
+    log(`  error squiggles on lines ${JSON.stringify(lines)}; expected ${JSON.stringify(expected)}`);
+    await screenshot("failure-row");
+    check(expected.every((l) => lines.includes(l)), `Errors expected on lines ${expected.join(" and ")}`);
+    // the frame row opens the line of the flow's own code
+    await sidebar().locator(".monaco-list-row", { hasText: /^\s*check · failing\.py/ }).first().click();
+    await page.locator(".monaco-editor .view-lines", { hasText: "raise ValueError" }).first().waitFor({ timeout: 10000 });
+  }, { critical: false });
+
+  await stage("▶ Run on a workflow with declared inputs asks for each (type shown), then runs with them", async () => {
+    await openFile("scaled.py", "@workflow");
+    await clickRunLens();
+    const widget = page.locator(".quick-input-widget");
+    const input = widget.locator("input");
+    await input.waitFor({ state: "visible", timeout: 15000 });
+    const first = (await widget.innerText()).replace(/\s+/g, " ");
+    check(/input 1 of 2: In \(int\)/.test(first), `the prompt should name In (int): ${JSON.stringify(first.slice(0, 160))}`);
+    await input.fill("three");
+    await page.waitForTimeout(500);
+    const invalid = (await widget.innerText()).replace(/\s+/g, " ");
+    check(/enter In as JSON/.test(invalid), `a value that is no int should be refused: ${JSON.stringify(invalid.slice(0, 200))}`);
+    await input.fill("3");
+    await screenshot("inputs-prompt");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => /input 2 of 2: Factor/.test(document.querySelector(".quick-input-widget")?.textContent ?? ""), null, { timeout: 10000 });
+    await input.fill("7");
+    await page.keyboard.press("Enter");
+    const toast = await waitToast(/succeeded · 1 step · Out = \[21\]/, 45000);
+    log(`  ${toast.slice(0, 120)}`);
+    // the next ▶ Run offers the last values again
+    await clickRunLens();
+    await input.waitFor({ state: "visible", timeout: 15000 });
+    const offered = await input.inputValue();
+    check(offered === "3", `the last value of In should be offered again, is ${JSON.stringify(offered)}`);
+    await page.keyboard.press("Escape");
+  }, { critical: false });
+
+  await stage("a file that never ran shows no other flow's step", async () => {
+    await openFile("never.py", "def helper");
+    await page.waitForTimeout(1500);
+    const text = await statusText();
+    check(!/step [–\d]+\/\d+/.test(text), `the status bar still shows a step: ${JSON.stringify(text.slice(0, 200))}`);
+    const rows = await treeRows();
+    check(!rows.some((r) => /^\d+ · /.test(r)), `the tree still shows steps: ${JSON.stringify(rows.slice(0, 5))}`);
+    await screenshot("never-ran");
+  }, { critical: false });
+
+  await stage("a 15,000-step run: the run row counts live, every step reachable, one step key timed", async () => {
+    await openFile("big.py", "@workflow");
+    await clickRunLens();
+    const counts = [];
+    const deadline = Date.now() + 90000;
+    while (Date.now() < deadline) {
+      const rows = (await treeRows()).map((r) => r.replace(/\s+/g, " "));
+      const live = rows.map((r) => /^main · .*running · ([\d,]+) steps/.exec(r)).find(Boolean);
+      if (live) counts.push(Number(live[1].replace(/,/g, "")));
+      if (rows.some((r) => /^main · .*15000 steps/.test(r) && !/running/.test(r))) break;
+      await page.waitForTimeout(250);
+    }
+    const distinct = [...new Set(counts)];
+    log(`  the run row counted while streaming: ${JSON.stringify(distinct.slice(0, 20))}`);
+    check(distinct.some((n) => n > 0), `the run row should count the steps as they stream (not "running · 0 steps"), showed ${JSON.stringify(distinct)}`);
+    await waitStatus(/step 15000\/15000/, 30000);
+    await focusEditor();
+    // one step key: status bar, tree selection and hints
+    await page.keyboard.press("Alt+G");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 5000 });
+    await input.fill("14500");
+    await page.keyboard.press("Enter");
+    await waitStatus(/step 14500\/15000/);
+    // (the step detail panel, open since an earlier stage, is closed: it is measured apart below)
+    const detailTab = page.locator(".tab", { hasText: /^\s*Step \d+/ }).first();
+    const measure = async (from, label) => {
+      await page.waitForTimeout(2000);
+      const before = await hintText();
+      const t = Date.now();
+      await page.keyboard.press("Alt+BracketRight");
+      const to = from + 1;
+      await page.waitForFunction((n) => new RegExp(`step ${n}/15000`).test(document.querySelector(".part.statusbar")?.textContent ?? ""), to, { polling: 5, timeout: 15000 });
+      const tStatus = Date.now() - t;
+      await page.waitForFunction((n) => [...document.querySelectorAll(".part.sidebar .monaco-list-row.selected")].some((r) => new RegExp(`^\\s*${n} · `).test(r.textContent ?? "")), to, { polling: 5, timeout: 15000 });
+      const tTree = Date.now() - t;
+      let tHints = -1;
+      while (Date.now() - t < 15000) {
+        if ((await hintText()) !== before) {
+          tHints = Date.now() - t;
+          break;
+        }
+      }
+      log(`  MEASURED one step key (Alt+], step ${from} → ${to}) on a 15,000-step run${label}: status bar ${tStatus} ms, tree selection ${tTree} ms, hints ${tHints < 0 ? "did not change within 15 s" : `${tHints} ms`}`);
+    };
+    if (await detailTab.count()) {
+      await measure(14500, ", step detail panel open");
+      await detailTab.hover();
+      await detailTab.locator(".codicon-close, .action-label").last().click().catch(() => undefined);
+      await focusEditor();
+      await measure(14501, "");
+    } else {
+      await measure(14500, "");
+    }
+    await measure(14502, "");
+    // a step far outside the latest 1,000: its page is loaded, its row selected inside its group
+    await page.keyboard.press("Alt+G");
+    await input.waitFor({ state: "visible", timeout: 5000 });
+    await input.fill("3");
+    await page.keyboard.press("Enter");
+    await waitStatus(/step 3\/15000/);
+    await waitRows((rs) => rs.some((r) => /^steps 1–1,000/.test(r)), "the group `steps 1–1,000`", 15000);
+    await page.waitForFunction(() => [...document.querySelectorAll(".part.sidebar .monaco-list-row.selected")].some((r) => /^\s*3 · /.test(r.textContent ?? "")), null, { timeout: 15000 });
+    await screenshot("step-beyond-latest-1000");
+    // next firing of this actor (Alt+Shift+]) and the µs durations
+    await page.keyboard.press("Alt+Shift+BracketRight");
+    await waitStatus(/step 5\/15000 · count/);
+    const rows = await treeRows();
+    check(rows.some((r) => /^\d+ · \w+ · fire \d+.*\bµs\b/.test(r.replace(/\s+/g, " "))) || !rows.some((r) => /\b0 ms\b/.test(r)), `durations should be µs, not 0 ms: ${JSON.stringify(rows.slice(0, 6))}`);
+  }, { critical: false });
+
+  await stage("big run: filter the steps by actor, find a value, then show all steps again", async () => {
+    await focusEditor();
+    await runCommand("Flowtape: Show Steps of One Actor…");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 10000 });
+    await input.fill("double");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "double" }).first().waitFor({ timeout: 10000 });
+    await page.keyboard.press("Enter");
+    let rows = await waitRows((rs) => rs.some((r) => /^actor double: 7500 steps \(first 1000\)/.test(r)), "the filter row `actor double: 7500 steps (first 1000)`", 30000);
+    const shown = rows.filter((r) => /^\d+ · /.test(r));
+    check(shown.length > 0 && shown.every((r) => / · double · /.test(r)), `only double's steps should be listed: ${JSON.stringify(shown.slice(0, 5))}`);
+    await waitStatus(/step 2\/15000 · double/);
+    await screenshot("filter-by-actor");
+    await runCommand("Flowtape: Find Steps by Value…");
+    await input.waitFor({ state: "visible", timeout: 10000 });
+    await input.fill("28128750");
+    await page.keyboard.press("Enter");
+    rows = await waitRows((rs) => rs.some((r) => /^value "28128750": 1 step\b/.test(r)), "the filter row `value \"28128750\": 1 step`", 30000);
+    await waitStatus(/step 15000\/15000 · double/); // the last double left that total
+    await runCommand("Flowtape: Show All Steps");
+    await waitRows((rs) => rs.some((r) => /^steps 14,001–15,000/.test(r)) && !rs.some((r) => /^value "/.test(r)), "all steps again, in their groups", 20000);
+  }, { critical: false });
+
+  await stage("installing: an interpreter lacking flowtape gets the wheel the extension carries", async () => {
+    const bare = join(tmp, "bare-venv");
+    const made = spawnSync("python3", ["-m", "venv", bare], { encoding: "utf8", timeout: 120000 });
+    check(made.status === 0, `python3 -m venv failed: ${made.stderr}`);
+    const python = join(bare, "bin/python");
+    check(spawnSync(python, ["-c", "import flowtape"]).status !== 0, "the bare interpreter should lack flowtape");
+    const settingsFile = join(dirs.data, "User/settings.json");
+    const settings = JSON.parse(readFileSync(settingsFile, "utf8"));
+    writeFileSync(settingsFile, JSON.stringify({ ...settings, "flowtape.python": python }, null, 2));
+    await page.waitForTimeout(1000);
+    await runCommand("Developer: Reload Window"); // (the window starts again with the new interpreter)
+    await page.locator(".monaco-workbench").waitFor({ timeout: 60000 });
+    const offer = page.locator(".notifications-toasts .notification-toast", { hasText: /cannot import flowtape/ }).first();
+    await offer.waitFor({ timeout: 60000 });
+    log(`  offered: ${(await offer.innerText()).replace(/\s+/g, " ").slice(0, 200)}`);
+    await screenshot("install-offered");
+    await offer.locator("a, .monaco-button", { hasText: "Install Flowtape" }).first().click();
+    const done = await waitToast(/installed flowtape-.*\.whl into|pip could not install/, 300000);
+    log(`  ${done.slice(0, 200)}`);
+    await screenshot("install-path");
+    check(/installed flowtape-/.test(done), `pip failed: ${done}`);
+    check(spawnSync(python, ["-c", "import flowtape_lsp.server"]).status === 0, "the bare interpreter still lacks flowtape after the install");
+    await openFile("flow.py", "@workflow");
+    await page.locator(".codelens-decoration a", { hasText: /Run/ }).first().waitFor({ timeout: 60000 });
+  }, { critical: false });
 }
 
 const watchdog = setTimeout(async () => {

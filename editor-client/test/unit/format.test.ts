@@ -56,6 +56,8 @@ test("run description shows a fork and its edits", () => {
   const run: RunInfo = { runId: "r", workflow: "w", uri: "u", status: "succeeded", steps: 7, startedAt: "2024-01-01T10:00:00Z", resumedFrom: "20240101-100000-123456-aa01", resumedAtStep: 4, edits: 2, runDir: "/d" };
   assert.equal(runDescription(run), "7 steps · forked from 100000-aa01 @ step 4 (2 edits)");
   assert.equal(runDescription({ ...run, edits: 1 }), "7 steps · forked from 100000-aa01 @ step 4 (1 edit)");
+});
+
 test("a run's model usage: on its row, in its tooltip, per call", () => {
   const run: RunInfo = { runId: "r", workflow: "review", uri: "u", status: "succeeded", steps: 3, startedAt: "2024-01-01T10:00:00Z", runDir: "/d",
     usage: { calls: 3, inputTokens: 1200, outputTokens: 34, replayedCalls: 0, savedInputTokens: 0, savedOutputTokens: 0 } };
