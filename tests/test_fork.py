@@ -16,7 +16,7 @@ from flowtape.diff import RunDiff
 from flowtape.errors import ResumeRefused, TraceCorruption
 from flowtape.golden import GoldenMismatch, check, record
 from flowtape.loader import load_flow
-from flowtape.tape import decode_record, reseal
+from flowtape.tape import reseal
 from flowtape.verify import verify
 
 CHAIN = str(EXAMPLES / "chain.py")
@@ -264,7 +264,8 @@ def test_verify_refuses_an_edit_moved_or_in_a_run_that_resumed_nothing(tmp_path)
     fresh = tmp_path / "runs" / "a" / "tape.jsonl"
     edit = next(line for line in tape.read_bytes().splitlines() if line.startswith(b'{"t":"edit"'))
     lines = fresh.read_bytes().splitlines()
-    at = next(i for i, line in enumerate(lines) if isinstance(decode_record(line), flowtape.tape.Step) and b'"step":4' in line)
+    at = next(i for i, line in enumerate(lines)  # (format 6: a simple firing's line holds its step)
+              if any(isinstance(r, flowtape.tape.Step) and r.step == 4 for r in flowtape.tape.decode_line(line)))
     lines.insert(at + 1, edit)
     fresh.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     with pytest.raises(TraceCorruption) as info:

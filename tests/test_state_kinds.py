@@ -190,8 +190,8 @@ def test_a_mock_agents_file_outputs_are_files_and_wfpys_mock_names_are_taken(wri
 def test_an_agent_transport_flowtape_lacks_is_still_refused_by_name(write_flow):
     from flowtape import FlowError
 
-    with pytest.raises(FlowError, match="transport 'http'"):
-        load_flow(write_flow(AGENT_FLOW.format(transport="http"))).build()
+    with pytest.raises(FlowError, match="claude-cli"):  # (wfpy's CLI agents: `http` and the SDKs are Flowtape's)
+        load_flow(write_flow(AGENT_FLOW.format(transport="claude-cli"))).build()
 
 
 def test_an_object_says_its_state_on_the_tape_and_one_whose_setstate_refuses_it_is_a_refusal(write_flow, tmp_path):

@@ -357,12 +357,12 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     unfinished: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []
     if to_end:  # after the last step: only the firings of composites that never completed
         for raw in data[offset:].splitlines():
-            record = decode_record(raw)
-            filler.see(record)
-            if isinstance(record, Firing):
-                rebuild.apply(Line(number, raw, record))
-                if kinds.get(top_of(record)[0]) not in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
-                    unfinished.append((record, rebuild.taken))
+            for k, record in enumerate(decode_line(raw)):  # (a simple firing's line holds its step too)
+                filler.see(record)
+                if isinstance(record, Firing) and k == 0 and not raw.startswith(b'{"t":"F"'):
+                    rebuild.apply(Line(number, raw, record))
+                    if kinds.get(top_of(record)[0]) not in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
+                        unfinished.append((record, rebuild.taken))
             number += 1
     entries, covered = _replays(unfinished, kinds, header, net)
     return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, snapshot, header.maxWorkers,
@@ -431,7 +431,8 @@ def _verified_plan(
             top = top_of(record)
             if top not in tops:
                 if snapshot is None and clean:  # (an unfinished nested workflow's firing among the steps, with several workers)
-                    clean, why = False, f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step}"
+                    clean = False
+                    why = why or f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step}"
                 if not to_end or kinds.get(top[0]) in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
                     continue
             if clean and snapshot is None:

@@ -34,6 +34,7 @@ from .tape import (
     StepFiller,
     Tape,
     chain_seed,
+    decode_line,
     decode_record,
     gc_paused,
     graph_fingerprint,
@@ -708,9 +709,10 @@ def _streamed_lines(path: Path) -> Iterator[Line]:
                 raise TraceCorruption("unreadable record (its lines end in CR LF: the tape was converted to Windows "
                                       "line endings; convert it back, e.g. with dos2unix)", 1, "well-formed records")
             try:
-                record = decode_record(raw)
+                records = decode_line(raw)  # (format 6: a simple firing's line holds its step too)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise TraceCorruption(f"unreadable record ({why_unreadable(raw, number, exc)})", number, "well-formed records") from None
-            filler.see(record)
-            last_is_end = isinstance(record, End)
-            yield Line(number, raw, record)
+            for k, record in enumerate(records):
+                filler.see(record)
+                last_is_end = isinstance(record, End)
+                yield Line(number, raw if k == 0 else b"", record)
