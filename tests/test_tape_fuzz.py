@@ -91,8 +91,8 @@ def _places(lines: list[bytes]) -> list[tuple[int, str, int]]:
     found = []
     for i, raw in enumerate(lines):
         record = json.loads(raw)
-        if record.get("t") == "f":
-            for j, (_, tokens) in enumerate(record.get("produced", [])):
+        if record.get("t") in ("f", "F"):  # (format 6: a simple firing's line, its fields named short)
+            for j, (_, tokens) in enumerate(record.get("produced", record.get("p", []))):
                 found += [(i, f"produced.{j}", k) for k in range(len(tokens))]
             found += [(i, "state", 0)] * ("state" in record) + [(i, "chat", 0)] * ("chat" in record)
     return found
@@ -103,7 +103,7 @@ def _replace(raw: bytes, field: str, which: int, value: bytes) -> bytes:
     record = json.loads(raw)
     marker = "\u0000MARK\u0000"
     if field.startswith("produced."):
-        record["produced"][int(field.split(".")[1])][1][which] = marker
+        record["produced" if "produced" in record else "p"][int(field.split(".")[1])][1][which] = marker
     elif field == "chat":
         record["chat"][-1]["content"] = marker  # (a chat message's text: a string inside the value)
         return json.dumps(record, separators=(",", ":")).encode().replace(json.dumps(marker).encode(), value)
@@ -188,7 +188,8 @@ def test_a_resealed_tape_with_one_value_replaced_is_read_alike_by_every_reader(r
 def test_verify_names_the_line_the_value_and_the_rule_and_show_says_so_first(recorded, tmp_path, field, value, says):
     _, original = recorded
     lines = (original / "tape.jsonl").read_bytes().rstrip(b"\n").split(b"\n")
-    n = next(i for i, raw in enumerate(lines) if raw.startswith(b'{"t":"f"') and b'"actor":"things"' in raw)
+    n = next(i for i, raw in enumerate(lines)
+             if (raw.startswith(b'{"t":"f"') and b'"actor":"things"' in raw) or (raw.startswith(b'{"t":"F"') and b'"a":"things"' in raw))
     lines[n] = _replace(lines[n], field, 0, value)
     run_dir = tmp_path / "orig"
     run_dir.mkdir()

@@ -33,7 +33,7 @@ def test_a_tape_with_a_value_no_reader_can_rebuild_is_refused_as_verify_refuses_
                    cwd=tmp_path, check=True, capture_output=True)
     tape = tmp_path / ".flowtape" / "runs" / "bad" / "tape.jsonl"
     lines = tape.read_bytes().rstrip(b"\n").split(b"\n")
-    (n, line), = [(n, line) for n, line in enumerate(lines) if line.startswith(b'{"t":"f"') and b'"actor":"count","fireCount":2' in line]
+    (n, line), = [(n, line) for n, line in enumerate(lines) if line.startswith(b'{"t":"F"') and b'"a":"count","n":2' in line]
     lines[n] = line.replace(b"[[1,[2]]]", b"[[1,[" + token + b"]]]")
     assert lines[n] != line
     tape.write_bytes(b"\n".join(reseal(lines)) + b"\n")

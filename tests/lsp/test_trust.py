@@ -393,7 +393,7 @@ async def test_a_big_tape_from_elsewhere_is_answered_at_once_and_checked_meanwhi
     assert (real / "tape.jsonl").stat().st_size > 8 << 20
     target = forge(real, "planted-big")
     lines = (target / "tape.jsonl").read_bytes().splitlines()
-    at = max(i for i, line in enumerate(lines) if line.startswith(b'{"t":"f"'))
+    at = max(i for i, line in enumerate(lines) if line.startswith((b'{"t":"f"', b'{"t":"F"')))  # (format 6 too)
     lines[at] = lines[at].replace(b'"40404040', b'"04040404', 1)
     (target / "tape.jsonl").write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     await collector(client).finished("planted-big", timeout=60)  # (found in the runs directory, and read)

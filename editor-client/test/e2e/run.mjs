@@ -486,16 +486,6 @@ function startModelServer() {
   return new Promise((res) => srv.listen(0, "127.0.0.1", () => res(srv)));
 }
 
-async function openFile(name, marker) {
-  await page.keyboard.press("Control+P");
-  const input = page.locator(".quick-input-widget input");
-  await input.waitFor({ state: "visible", timeout: 5000 });
-  await input.fill(name);
-  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
-  await page.keyboard.press("Enter");
-  await page.locator(".monaco-editor .view-lines", { hasText: marker }).first().waitFor({ timeout: 10000 });
-}
-
 async function main() {
   rmSync(RESULTS, { recursive: true, force: true });
   mkdirSync(RESULTS, { recursive: true });

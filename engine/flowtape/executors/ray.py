@@ -26,13 +26,14 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from ..agents import Agents
 from ..errors import FlowtapeError, UsageError
 from ..firing import Outcome, Plan, execute
+from ..firing import _copies as copies
 from ..loader import MODULE_PREFIX
 from ..model import TaskSpec, spec_of
 from ..network import IMMUTABLE, Actor
@@ -105,6 +106,7 @@ class _Stand:
     obj: Any
     fire_count: int
     outputs: dict[str, None]
+    file_outs: dict[str, Any] = field(default_factory=dict)  # (a workflow File output is copied on the driver)
 
 
 def fire(modules: dict[str, str], payload: bytes) -> Done | Raised:
@@ -261,7 +263,7 @@ class RayExecutor:
                 setattr(result.exc, REMOTE, (result.traceback, result.site))
                 raise result.exc
             _adopt(actor.obj, result.attrs)
-            return Outcome(result.outputs, result.chat)
+            return copies(actor, Outcome(result.outputs, result.chat), work_dir)  # the file as it is now, in work/
         raise AssertionError("unreachable")
 
     def _wait(self, ref: Any) -> Done | Raised:
