@@ -178,16 +178,16 @@ def execute(actor: Actor, plan: Plan, work_dir: Path, base_dir: Path, agents: Ag
         result = plan.action.fn(actor.obj, *plan.values)
         if spec.schedule is not None:  # the action fired: its transition's next state
             setattr(actor.obj, STATE_ATTR, moves_now(spec.schedule, actor.obj)[plan.action.name])
-        return _copies(actor, Outcome(_route(actor, plan.action, result)), work_dir)
+        return copy_file_outputs(actor, Outcome(_route(actor, plan.action, result)), work_dir)
     inputs = dict(zip(spec.inputs, plan.values, strict=True))
     if spec.kind == "agent":
         assert agents is not None  # (agents fire where the run's model clients are: never on a remote worker)
         given, actor.answer = actor.answer, None  # a fork's edited answer stands for this one firing
         answer = agents.ask(actor.path, spec, actor.obj, inputs, work_dir, _stem(actor), given)
         outputs = [(port, value) for port, value in answer.outputs.items() if value is not None and port in spec.outputs]
-        return _copies(actor, Outcome(outputs, answer.chat, answer.calls or None), work_dir)
+        return copy_file_outputs(actor, Outcome(outputs, answer.chat, answer.calls or None), work_dir)
     written = run_tool(spec, actor.obj, inputs, work_dir, base_dir, _stem(actor), actor.outputs.keys())
-    return _copies(actor, Outcome(list(written.items())), work_dir)
+    return copy_file_outputs(actor, Outcome(list(written.items())), work_dir)
 
 
 def _stem(actor: Actor) -> str:
@@ -195,7 +195,7 @@ def _stem(actor: Actor) -> str:
     return f"{actor.path.replace('/', '-')}__{actor.fire_count + 1}"  # (no name holds '-': `a__t` is not `a/t`)
 
 
-def _copies(actor: Actor, outcome: Outcome, work_dir: Path) -> Outcome:
+def copy_file_outputs(actor: Actor, outcome: Outcome, work_dir: Path) -> Outcome:
     """A token put on a workflow's `File` output is the file as it is now: a copy in `work/` (as a
     tool's outputs are files of their own), so a producer that rewrites one file at each firing
     does not change what the workflow's consumers read. A path that names no file goes as it is."""

@@ -357,12 +357,14 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     unfinished: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []
     if to_end:  # after the last step: only the firings of composites that never completed
         for raw in data[offset:].splitlines():
-            for k, record in enumerate(decode_line(raw)):  # (a simple firing's line holds its step too)
+            records = decode_line(raw)  # (a simple firing's line holds its step too: it is a step, not after the last)
+            for record in records:
                 filler.see(record)
-                if isinstance(record, Firing) and k == 0 and not raw.startswith(b'{"t":"F"'):
-                    rebuild.apply(Line(number, raw, record))
-                    if kinds.get(top_of(record)[0]) not in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
-                        unfinished.append((record, rebuild.taken))
+            record = records[0]
+            if len(records) == 1 and isinstance(record, Firing):
+                rebuild.apply(Line(number, raw, record))
+                if kinds.get(top_of(record)[0]) not in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
+                    unfinished.append((record, rebuild.taken))
             number += 1
     entries, covered = _replays(unfinished, kinds, header, net)
     return ReplayPlan(run_dir, header.runId, at_step, header.inputs, entries, covered, snapshot, header.maxWorkers,

@@ -32,8 +32,7 @@ from typing import Any, cast
 
 from ..agents import Agents
 from ..errors import FlowtapeError, UsageError
-from ..firing import Outcome, Plan, execute
-from ..firing import _copies as copies
+from ..firing import Outcome, Plan, copy_file_outputs, execute
 from ..loader import MODULE_PREFIX
 from ..model import TaskSpec, spec_of
 from ..network import IMMUTABLE, Actor
@@ -263,7 +262,7 @@ class RayExecutor:
                 setattr(result.exc, REMOTE, (result.traceback, result.site))
                 raise result.exc
             _adopt(actor.obj, result.attrs)
-            return copies(actor, Outcome(result.outputs, result.chat), work_dir)  # the file as it is now, in work/
+            return copy_file_outputs(actor, Outcome(result.outputs, result.chat), work_dir)  # the file as it is now, in work/
         raise AssertionError("unreachable")
 
     def _wait(self, ref: Any) -> Done | Raised:
