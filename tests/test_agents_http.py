@@ -83,22 +83,32 @@ def test_anthropic_answers_through_its_forced_answer_tool(server, write_flow, ru
     assert body["tools"][0]["input_schema"]["properties"]["outputs"]["properties"]["score"] == {"type": "integer"}
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("text", [
     '```json\n{"outputs": {"score": 7}}\n```',
     'Here is my answer: {"outputs": {"score": 7}} Hope it helps.',
 ])
-def test_a_server_without_structured_outputs_gets_its_text_parsed(text, server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
+def test_a_server_without_structured_outputs_gets_its_text_parsed(text, provider, server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server, provider)
     def model(seen):
         prompt = seen.system()[0]
         return text if prompt.startswith("Score") else {"outputs": {"draft" if prompt.startswith("Draft") else "verdict": "ok"}}
 
     server.model = model
-    server.then(Event(None, 400, "response_format json_schema is not supported"))
-    result = _run(_flow(write_flow), runs_dir)
+    asked = "response_format" if provider == "openai" else "tools"
+    server.then(Event(None, 400, f"{asked} is not supported"))
+    result = _run(_flow(write_flow, provider, "m"), runs_dir)
     assert result.status == "succeeded", result.error
-    assert "response_format" in server.requests[0].body and "response_format" not in server.requests[1].body
+    assert asked in server.requests[0].body and all(asked not in r.body for r in server.requests[1:])
     assert server.requests[-1].payload()["inputs"]["score"] == 7
+
+
+def test_one_file_port_takes_a_plain_text_answer_as_its_content(server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    server.then(Event("# Notes\n\nplain markdown, no JSON"))
+    result = execute(load_flow(str(_flow(write_flow, source=MULTI_TURN)), None), {"topic": "tapes"}, runs_dir=runs_dir)
+    assert result.status == "succeeded", result.error
+    assert Path(result.outputs["note"][0]).read_text() == "# Notes\n\nplain markdown, no JSON"
 
 
 def test_a_bad_answer_is_repaired_with_the_error_said_to_the_model(server, write_flow, runs_dir, monkeypatch):
@@ -177,13 +187,51 @@ def test_a_slow_answer_past_the_timeout_fails_the_firing(server, write_flow, run
     assert f"{server.url}/v1 did not answer within 0.3 s" in result.error.message
 
 
-def test_a_body_that_is_no_json_fails_the_firing_clearly(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    server.then(Event(raw=b"<html>gateway</html>"))
-    result = _run(_flow(write_flow, extra=", retries=0"), runs_dir)
+GARBAGE = {  # what a server, a proxy or a gateway may answer instead of a model's reply, and what the error says
+    "an HTML page": (Event(raw=b"<html><body><h1>Bad gateway</h1></body></html>"),
+                     "answered something that is no {what}: 'Bad gateway'"),
+    "JSON of another shape": (Event(raw=b'{"result": "ok"}', kind="application/json"),
+                              {"openai": "no chat completion: it has no choices", "anthropic": 'no Messages API reply: {"result": "ok"}'}),
+    "an error with status 200": (Event(raw=b'{"error": {"message": "upstream provider failed", "code": 502}}', kind="application/json"),
+                                 "answered something that is no {what}: its error: upstream provider failed"),
+    "an empty body": (Event(raw=b"", kind="application/json"), "answered something that is no {what}"),
+    "a body cut off halfway": (Event({"outputs": {"draft": "x"}}, cut=True), "broke off before its answer came whole"),
+    "an HTML error page": (Event(raw=b"<html><body><center>502 Bad Gateway</center><hr>nginx</body></html>", status=502),
+                           "answered HTTP 502 for model m: 502 Bad Gateway nginx"),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("garbage", list(GARBAGE))
+def test_a_reply_that_is_no_models_answer_fails_the_firing_clearly(garbage, provider, server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server, provider)
+    event, said = GARBAGE[garbage]
+    said = said[provider] if isinstance(said, dict) else said
+    server.then(event)
+    result = _run(_flow(write_flow, provider, "m", extra=", retries=0"), runs_dir)
     assert result.status == "failed"
-    assert "answered something that is no chat completion" in result.error.message
-    assert "Traceback" not in result.error.message
+    message = result.error.message
+    what = "chat completion" if provider == "openai" else "Messages API reply"
+    assert message.startswith("draft failed on firing 1") and said.replace("{what}", what) in message, message
+    assert "Traceback" not in message and "Error:" not in message  # (said, not an exception's repr)
+    assert _firings(result.run_dir) == [] and ("$.ticket->draft.ticket", 1) in _end(result.run_dir).leftovers
+
+
+@pytest.mark.parametrize(("provider", "event", "said"), [
+    ("openai", Event('{"outputs": {"draft": "a long', finish="length"),
+     "the answer was cut off at the token limit (finish_reason 'length')"),
+    ("anthropic", Event('{"outputs": {"draft": "a long', finish="max_tokens"), "the answer was cut off at max_tokens=64"),
+    ("openai", Event(refusal="I can't help with that."), "(the answer was empty); the model refused: I can't help with that."),
+])
+def test_an_answer_cut_off_or_refused_says_so_to_the_model_and_in_the_error(provider, event, said, server, write_flow,
+                                                                            runs_dir, monkeypatch):
+    _use(monkeypatch, server, provider)
+    server.then(event, event)
+    result = _run(_flow(write_flow, provider, "m", extra=", repair=1, max_tokens=64"), runs_dir)
+    assert result.status == "failed"
+    assert said in result.error.message
+    repair = server.requests[1].body["messages"][-1]["content"]
+    assert repair.startswith("Your answer could not be used") and said in repair
 
 
 def test_a_missing_key_or_model_is_said_before_anything_runs(server, write_flow, runs_dir, monkeypatch):

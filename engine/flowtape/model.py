@@ -385,17 +385,6 @@ def agent(
     return decorate
 
 
-MOCK_NAMES = frozenset({"mock", "offline"})  # wfpy's names of its transport that answers without a model
-
-
-def _transport(transport: Any) -> Any:
-    """wfpy's transport names as wfpy reads them (any letter case, spaces around): its offline
-    ones are "mock"; a callable, or a name Flowtape has no transport for, as given."""
-    if isinstance(transport, str) and transport.strip().lower() in MOCK_NAMES:
-        return "mock"
-    return transport
-
-
 def tool(
     cls_or_fn: Any = None,
     *,
