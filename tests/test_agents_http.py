@@ -179,12 +179,16 @@ def test_an_unreachable_endpoint_fails_naming_it_never_the_key(write_flow, runs_
     assert KEY not in result.error.message and KEY not in (result.error.traceback or "")
 
 
-def test_a_slow_answer_past_the_timeout_fails_the_firing(server, write_flow, runs_dir, monkeypatch):
+def test_a_slow_answer_past_the_timeout_is_asked_again_then_fails_the_firing(server, write_flow, runs_dir, monkeypatch):
     _use(monkeypatch, server)
     server.then(Event({"outputs": {"draft": "late"}}, delay=1.5))
-    result = _run(_flow(write_flow, extra=", timeout=0.3, retries=0"), runs_dir)
+    result = _run(_flow(write_flow, extra=", timeout=0.3, retries=1"), runs_dir)
+    assert result.status == "succeeded", result.error  # the second try came in time
+    assert len(server.requests) == 4 and result.outputs["verdict"]
+    server.then(*[Event({"outputs": {"draft": "late"}}, delay=1.5)] * 2)
+    result = _run(_flow(write_flow, extra=", timeout=0.3, retries=1"), runs_dir)
     assert result.status == "failed"
-    assert f"{server.url}/v1 did not answer within 0.3 s" in result.error.message
+    assert f"{server.url}/v1 did not answer within 0.3 s (tried 2 times)" in result.error.message
 
 
 GARBAGE = {  # what a server, a proxy or a gateway may answer instead of a model's reply, and what the error says
@@ -257,6 +261,15 @@ def test_http_picks_the_provider_as_wfpy_does(server, write_flow, runs_dir, monk
     monkeypatch.setenv("WF_AGENT_MODEL", "claude-from-env")
     assert _run(_flow(write_flow, "http", ""), runs_dir).status == "succeeded"
     assert {r.body["model"] for r in server.requests} == {"claude-from-env"}
+    # OpenRouter, with its own key variable: the OpenAI API, the rest of the name being OpenRouter's model
+    server.requests.clear()
+    for name in ("WF_AGENT_PROVIDER", "WF_AGENT_MODEL", "WF_AGENT_TOKEN"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("WF_AGENT_ENDPOINT", server.url + "/v1/chat/completions")
+    monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+    assert _run(_flow(write_flow, "http", "openrouter/meta-llama/llama-3-70b"), runs_dir).status == "succeeded"
+    assert {(r.path, r.body["model"], r.headers["authorization"]) for r in server.requests} == {
+        ("/v1/chat/completions", "meta-llama/llama-3-70b", f"Bearer {KEY}")}
 
 
 def test_the_agents_own_arguments_come_before_the_environment(server, write_flow, runs_dir, monkeypatch):
