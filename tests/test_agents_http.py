@@ -50,7 +50,8 @@ def test_a_three_agent_flow_calls_the_model_and_the_tape_keeps_every_answer(prov
         assert first.headers["authorization"] == f"Bearer {KEY}"
     else:
         assert KEY in (first.headers.get("x-api-key"), first.headers.get("authorization", "").removeprefix("Bearer "))
-        assert first.body["max_tokens"] == 4096
+        assert first.body["max_tokens"] == 4096  # (the Messages API needs one)
+    assert "max_tokens" not in first.body or provider == "anthropic"  # an OpenAI-compatible server: its own bound
     # each answer went on as the next agent's input; the int port got an int
     score = server.requests[2].payload()["inputs"]["score"]
     assert isinstance(score, int)
@@ -234,6 +235,7 @@ def test_an_answer_cut_off_or_refused_says_so_to_the_model_and_in_the_error(prov
     result = _run(_flow(write_flow, provider, "m", extra=", repair=1, max_tokens=64"), runs_dir)
     assert result.status == "failed"
     assert said in result.error.message
+    assert server.requests[0].body["max_tokens"] == 64
     repair = server.requests[1].body["messages"][-1]["content"]
     assert repair.startswith("Your answer could not be used") and said in repair
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..usage import ModelCall
-from .config import Settings
+from .config import MESSAGES_MAX_TOKENS, Settings
 from .transport import Reply, Request, failure, unreadable
 
 ANSWER_TOOL = "give_outputs"
@@ -25,7 +25,7 @@ class AnthropicMessages:
 
     def complete(self, request: Request) -> Reply:
         args: dict[str, Any] = {
-            "model": self.settings.model, "max_tokens": self.settings.max_tokens,
+            "model": self.settings.model, "max_tokens": self.settings.max_tokens or MESSAGES_MAX_TOKENS,
             "system": [{"type": "text", "text": text} for text in request.system if text],
             "messages": request.messages,
         }
@@ -51,7 +51,7 @@ class AnthropicMessages:
             call = ModelCall(response.model or self.settings.model, usage.input_tokens or 0, usage.output_tokens or 0)
         except (AttributeError, TypeError):
             raise unreadable(response, "Messages API reply", self.settings) from None
-        note = {"max_tokens": f"the answer was cut off at max_tokens={self.settings.max_tokens}",
+        note = {"max_tokens": f"the answer was cut off at max_tokens={args['max_tokens']}",
                 "refusal": "the model refused to answer (stop_reason 'refusal')"}.get(getattr(response, "stop_reason", ""), "")
         return Reply(text, data if isinstance(data, dict) else None, call, note)
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..model import AgentConfig
 
 DEFAULT_TIMEOUT = 120.0  # seconds a request may take (wfpy's timeout_ms default)
+MESSAGES_MAX_TOKENS = 4096  # of an answer, where the API needs a bound and the agent gives none (Anthropic's)
 SDK_ENDPOINTS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 # what wfpy's endpoints (whole URLs) end with, beyond the base URL an SDK takes
 _ENDPOINT_TAILS = {"openai": ("/chat/completions",), "anthropic": ("/v1/messages", "/messages")}
@@ -35,7 +36,7 @@ class Settings:
     base_url: str | None  # None: the SDK's own service
     timeout: float
     retries: int
-    max_tokens: int
+    max_tokens: int | None  # None: the server's own bound
     key: str = field(repr=False)
 
     @property

@@ -24,16 +24,18 @@ class OpenAIChat:
         messages: list[Any] = [{"role": "system", "content": text} for text in request.system if text]
         messages += request.messages
         fmt = {"type": "json_schema", "json_schema": {"name": "outputs", "schema": request.schema, "strict": False}}
+        args: dict[str, Any] = {"model": self.settings.model, "messages": messages}
+        if self.settings.max_tokens is not None:
+            args["max_tokens"] = self.settings.max_tokens
         try:
             if self.structured:
                 try:
-                    response = self.client.chat.completions.create(model=self.settings.model, messages=messages,
-                                                                   response_format=fmt)
+                    response = self.client.chat.completions.create(**args, response_format=fmt)
                 except (self.sdk.BadRequestError, self.sdk.UnprocessableEntityError):
-                    response = self.client.chat.completions.create(model=self.settings.model, messages=messages)
+                    response = self.client.chat.completions.create(**args)
                     self.structured = False  # a server without structured outputs: the answer's text is parsed
             else:
-                response = self.client.chat.completions.create(model=self.settings.model, messages=messages)
+                response = self.client.chat.completions.create(**args)
         except self.sdk.OpenAIError as exc:
             raise failure(exc, self.sdk, self.settings) from None
         except ValueError as exc:  # a body the SDK could not decode (it says JSON, it is not)
