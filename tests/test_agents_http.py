@@ -284,6 +284,26 @@ def test_the_agents_own_arguments_come_before_the_environment(server, write_flow
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}" and server.requests[0].body["model"] == "gpt-test"
 
 
+def test_wfpys_config_file_is_read_after_the_environment(server, write_flow, runs_dir, monkeypatch, tmp_path):
+    config = tmp_path / "config" / "wf-lang" / "config.json"  # (clean_env points XDG_CONFIG_HOME there)
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"agent": {"provider": "anthropic", "model": "claude-filed"},
+                                  "agents": {"anthropic": {"endpoint": server.url + "/v1/messages", "token": KEY}}}))
+    assert _run(_flow(write_flow, "http", ""), runs_dir).status == "succeeded"
+    assert {(r.path, r.body["model"]) for r in server.requests} == {("/v1/messages", "claude-filed")}
+    assert KEY in str(server.requests[0].headers)
+    server.requests.clear()
+    monkeypatch.setenv("WF_AGENT_MODEL", "claude-from-env")  # the environment comes first
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    assert _run(_flow(write_flow, "http", ""), runs_dir).status == "succeeded"
+    assert {r.body["model"] for r in server.requests} == {"claude-from-env"}
+    assert "sk-ant-from-env" in str(server.requests[0].headers) and KEY not in str(server.requests[0].headers)
+    config.write_text("{not json")  # a broken file is no configuration (as wfpy reads it)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(FlowError, match="agent draft has no API key for openai"):
+        _run(_flow(write_flow, "http", "gpt-test"), runs_dir)
+
+
 def test_a_resume_at_the_last_step_sends_nothing_and_says_what_it_saved(server, write_flow, runs_dir, monkeypatch):
     _use(monkeypatch, server)
     flow = _flow(write_flow)
