@@ -138,13 +138,21 @@ def test_an_answer_still_bad_after_the_repairs_fails_the_firing_atomically(serve
     assert read_summary(result.run_dir).usage.calls == 2  # what the failed firing cost is still told
 
 
-def test_a_wrong_type_names_the_port_and_what_was_wrong(server, write_flow, runs_dir, monkeypatch):
+@pytest.mark.parametrize(("answer", "said"), [
+    ({"outputs": {"score": [1]}}, "output port 'score' expects int, but the answer gives '[1]'"),
+    ({"outputs": {"note": 1}}, "it gives no value for output port 'score'"),
+    ({"score": 7}, 'the JSON object has no "outputs" object (its keys: \'score\')'),
+    ("[7]", "it is no JSON object ('[7]')"),
+    ("", "it is no JSON object (the answer was empty)"),
+])
+def test_an_answer_of_the_wrong_shape_names_the_port_and_what_was_wrong(answer, said, server, write_flow, runs_dir,
+                                                                        monkeypatch):
     _use(monkeypatch, server)
-    server.then(Event({"outputs": {"draft": "ok"}}), Event({"outputs": {"score": [1]}}))
+    server.then(Event({"outputs": {"draft": "ok"}}), Event(answer))
     result = _run(_flow(write_flow, extra=", repair=0"), runs_dir)
     assert result.status == "failed"
-    assert "score failed on firing 1" in result.error.message
-    assert "output port 'score' expects int, but the answer gives '[1]'" in result.error.message
+    assert "score failed on firing 1" in result.error.message and "(repair=0)" in result.error.message
+    assert said in result.error.message, result.error.message
 
 
 def test_429_and_5xx_are_retried_honouring_retry_after(server, write_flow, runs_dir, monkeypatch):
