@@ -116,14 +116,16 @@ def unreadable(response: Any, what: str, settings: Settings, detail: str = "") -
         error = error.get("message") or error
     if error:
         detail = f"its error: {_clipped(str(error))}"
-    elif detail:
-        pass
-    elif isinstance(body, (str, bytes)):
-        text = body.decode(errors="replace") if isinstance(body, bytes) else body
-        detail = repr(_clipped(text, 120)) if text.strip() else "an empty body"
-    else:
-        detail = _clipped(json.dumps(body, default=str), 120)
+    elif not detail:
+        detail = _beginning(body)
     return ModelCallFailed(masked(f"{settings.endpoint} answered something that is no {what}: {detail}", settings.key))
+
+
+def _beginning(body: Any) -> str:
+    if isinstance(body, (str, bytes)):
+        text = body.decode(errors="replace") if isinstance(body, bytes) else body
+        return repr(_clipped(text, 120)) if text.strip() else "an empty body"
+    return _clipped(json.dumps(body, default=str), 120)
 
 
 def call(transport: Transport, request: Request, stopping: Callable[[], bool]) -> Reply:
