@@ -369,6 +369,43 @@ def test_a_file_output_is_written_into_the_runs_work_folder(server, write_flow, 
     assert schema["properties"]["outputs"]["properties"]["note"]["type"] == "string"
 
 
+FILE_IN = '''
+from flowtape import File, Port, agent, connect, workflow
+
+
+@agent(prompt="Summarise the document.", transport="openai", model="gpt-test")
+class Reader:
+    class Ports:
+        doc = Port[File](direction="in")
+        summary = Port[str](direction="out")
+
+
+@workflow
+def main():
+    reader = Reader()
+    connect("doc", reader.doc)
+    connect(reader.summary, "summary")
+'''
+
+
+def test_a_file_input_is_given_to_the_model_with_its_text(server, write_flow, runs_dir, monkeypatch, tmp_path):
+    from flowtape.agents.prompts import FILE_INPUT_CHARS
+
+    _use(monkeypatch, server)
+    flow = load_flow(str(_flow(write_flow, source=FILE_IN)), None)
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nTapes keep every answer.\n")
+    assert execute(flow, {"doc": str(doc)}, runs_dir=runs_dir).status == "succeeded"
+    sent = server.requests[0].payload()
+    assert sent["inputs"] == {} and sent["fileInputs"]["doc"] == {
+        "path": str(doc), "content": "# Notes\n\nTapes keep every answer.\n", "sizeBytes": doc.stat().st_size,
+        "truncated": False}
+    doc.write_text("x" * (FILE_INPUT_CHARS + 10))  # (as wfpy bounds it)
+    assert execute(flow, {"doc": str(doc)}, runs_dir=runs_dir).status == "succeeded"
+    big = server.requests[1].payload()["fileInputs"]["doc"]
+    assert len(big["content"]) == FILE_INPUT_CHARS and big["truncated"] is True
+
+
 def test_multi_turn_sends_the_actors_history_back(server, write_flow, runs_dir, monkeypatch):
     _use(monkeypatch, server)
     flow = load_flow(str(_flow(write_flow, source=GEN_CHAT)), None)
