@@ -419,6 +419,22 @@ def test_multi_turn_sends_the_actors_history_back(server, write_flow, runs_dir, 
     assert [len(c) for c in chats] == [2, 2]  # each firing records the messages it added, not the whole history
 
 
+def test_a_resume_sends_the_replayed_turns_back_as_the_chat_history(server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    flow = _flow(write_flow, source=GEN_CHAT.replace('model="gpt-test"', 'model="gpt-test", retries=0'))
+    server.then(Event({"outputs": {"answer": "first answer"}}), Event(None, 500, "down"))
+    failed = execute(load_flow(str(flow), None), {}, runs_dir=runs_dir)
+    assert failed.status == "failed"
+    server.requests.clear()
+    resumed = execute(load_flow(str(flow), None), runs_dir=runs_dir, resume_from=failed.run_id)
+    assert resumed.status == "succeeded", resumed.error
+    (asked,) = server.requests  # the first turn replayed: only the second is asked, with the first as history
+    turns = [m for m in asked.body["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in turns] == ["user", "assistant", "user"]
+    assert json.loads(turns[1]["content"]) == {"outputs": {"answer": "first answer"}}
+    assert json.loads(turns[2]["content"])["inputs"] == {"question": "q2"}
+
+
 def test_a_price_table_puts_a_cost_on_the_calls_and_on_what_a_resume_saved(server, write_flow, runs_dir, monkeypatch, tmp_path):
     _use(monkeypatch, server)
     (tmp_path / "pyproject.toml").write_text('[tool.flowtape.prices]\n"gpt-test" = { input = 2.0, output = 8.0 }\n')
