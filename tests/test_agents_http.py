@@ -138,10 +138,58 @@ def test_an_answer_still_bad_after_the_repairs_fails_the_firing_atomically(serve
     assert read_summary(result.run_dir).usage.calls == 2  # what the failed firing cost is still told
 
 
+TWO_PORTS = '''
+from flowtape import Port, agent, connect, workflow
+
+
+@agent(prompt="Review it.", transport="openai", model="gpt-test", repair=0)
+class Review:
+    class Ports:
+        draft = Port[str](direction="in")
+        verdict = Port[str](direction="out")
+        score = Port[int](direction="out")
+
+
+@workflow
+def main():
+    review = Review()
+    connect("draft", review.draft)
+    connect(review.verdict, "verdict")
+    connect(review.score, "score")
+'''
+
+
+@pytest.mark.parametrize(("answer", "got"), [
+    ({"outputs": {"verdict": "ok", "score": 7}}, ("ok", 7)),
+    ({"verdict": "ok", "score": 7}, ("ok", 7)),  # no "outputs" wrapper: the ports at the top, as wfpy reads them
+    ({"outputs": {"verdict": "ok"}, "score": 7}, ("ok", 7)),  # a port put beside "outputs"
+    ({"verdict": "ok"}, "it gives no value for output port 'score'"),
+    ({"answer": "ok"}, 'the JSON object has no "outputs" object, nor a key naming an output port (its keys: \'answer\')'),
+])
+def test_an_answer_is_read_as_wfpy_reads_it(answer, got, server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    server.model = lambda seen: json.dumps(answer)  # (as text: parsed, not a structured output)
+    result = execute(load_flow(str(_flow(write_flow, source=TWO_PORTS)), None), {"draft": "d"}, runs_dir=runs_dir)
+    if isinstance(got, tuple):
+        assert result.status == "succeeded", result.error
+        assert (result.outputs["verdict"], result.outputs["score"]) == ([got[0]], [got[1]])
+    else:
+        assert result.status == "failed" and got in result.error.message, result.error.message
+
+
+@pytest.mark.parametrize("answer", [{"score": 7}, {"value": 7}, {"outputs": 7}])
+def test_a_single_port_takes_its_value_however_the_model_wraps_it(answer, server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    server.then(Event({"outputs": {"draft": "ok"}}), Event(json.dumps(answer)))
+    result = _run(_flow(write_flow, extra=", repair=0"), runs_dir)
+    assert result.status == "succeeded", result.error
+    assert server.requests[2].payload()["inputs"] == {"score": 7}
+
+
 @pytest.mark.parametrize(("answer", "said"), [
     ({"outputs": {"score": [1]}}, "output port 'score' expects int, but the answer gives '[1]'"),
     ({"outputs": {"note": 1}}, "it gives no value for output port 'score'"),
-    ({"score": 7}, 'the JSON object has no "outputs" object (its keys: \'score\')'),
+    ({"a": 1, "b": 2}, 'output port \'score\' expects int, but the answer gives \'{"a": 1, "b": 2}\''),
     ("[7]", "it is no JSON object ('[7]')"),
     ("", "it is no JSON object (the answer was empty)"),
 ])

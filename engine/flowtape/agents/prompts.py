@@ -161,13 +161,29 @@ def outputs_of(spec: TaskSpec, text: str, data: dict[str, Any] | None = None) ->
         if len(only) == 1 and is_resource(only[0][1].type) and text.strip():
             return {only[0][0]: text}  # one file port: plain text is its content (as in wfpy)
         raise BadAnswer(f"it is no JSON object ({_preview(text) if text.strip() else 'the answer was empty'})")
-    outputs = answer.get("outputs")
-    if not isinstance(outputs, dict):
-        raise BadAnswer(f'the JSON object has no "outputs" object (its keys: {", ".join(map(repr, answer)) or "none"})')
+    outputs = _outputs_in(spec, answer)
     missing = [port for port in spec.outputs if port not in outputs]
     if missing:
         raise BadAnswer(f"it gives no value for output port {', '.join(map(repr, missing))}", missing[0])
     return {port: _checked(port, p.type, outputs[port]) for port, p in spec.outputs.items()}
+
+
+def _outputs_in(spec: TaskSpec, answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer's values by port, read as wfpy reads them: its "outputs" object, with any port
+    the model put beside it; without one, the ports at the top; for a single port, its key, else
+    the one value, else the whole object (each checked against the port's type after)."""
+    outputs = answer.get("outputs")
+    if isinstance(outputs, dict):
+        beside = {k: v for k, v in answer.items() if k in spec.outputs and k not in outputs}
+        return {**outputs, **beside}
+    ports = list(spec.outputs)
+    if len(ports) == 1:
+        port = ports[0]
+        return {port: answer[port] if port in answer else next(iter(answer.values())) if len(answer) == 1 else answer}
+    if any(k in spec.outputs for k in answer):
+        return answer
+    raise BadAnswer(f'the JSON object has no "outputs" object, nor a key naming an output port (its keys: '
+                    f'{", ".join(map(repr, answer)) or "none"})')
 
 
 def _checked(port: str, t: Any, value: Any) -> Any:
