@@ -177,6 +177,55 @@ def test_an_answer_is_read_as_wfpy_reads_it(answer, got, server, write_flow, run
         assert result.status == "failed" and got in result.error.message, result.error.message
 
 
+TWO_DRAFTS = '''
+from flowtape import Port, agent, connect, task, workflow
+
+
+@task
+class Drafts:
+    class Ports:
+        Out = Port[str](direction="out")
+
+    i: int = 0
+
+    def action(self):
+        if self.i >= 2:
+            return None
+        self.i += 1
+        return f"d{self.i}"
+
+
+@agent(prompt="Review it.", transport="openai", model="gpt-test")
+class Review:
+    class Ports:
+        draft = Port[str](direction="in")
+        verdict = Port[str](direction="out")
+        score = Port[int](direction="out")
+
+
+@workflow
+def main():
+    drafts = Drafts()
+    review = Review()
+    connect(drafts.Out, review.draft)
+    connect(review.verdict, "verdict")
+    connect(review.score, "score")
+'''
+
+
+def test_a_fork_editing_one_port_keeps_the_rest_of_the_models_answer(server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    server.model = lambda seen: 'Sure:\n```json\n{"outputs": {"verdict": "ok", "score": 7}}\n```'  # (text, fenced)
+    flow = _flow(write_flow, source=TWO_DRAFTS)
+    first = execute(load_flow(str(flow), None), {}, runs_dir=runs_dir, max_workers=1)
+    assert first.status == "succeeded", first.error
+    steps = first.steps
+    forked = execute(load_flow(str(flow), None), runs_dir=runs_dir, resume_from=first.run_id, at_step=steps - 1,
+                     edits={"review.answer.score": 9})
+    assert forked.status == "succeeded", forked.error
+    assert forked.outputs == {"verdict": ["ok", "ok"], "score": [7, 9]}  # the recorded verdict kept, the score edited
+
+
 @pytest.mark.parametrize("answer", [{"score": 7}, {"value": 7}, {"outputs": 7}])
 def test_a_single_port_takes_its_value_however_the_model_wraps_it(answer, server, write_flow, runs_dir, monkeypatch):
     _use(monkeypatch, server)

@@ -155,17 +155,22 @@ def _preview(text: str, limit: int = 120) -> str:
 def outputs_of(spec: TaskSpec, text: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer's value for each output port, checked against its type: from `data` (a
     structured answer) or parsed from `text`. BadAnswer saying what is wrong."""
+    outputs = answered(spec, text, data)
+    missing = [port for port in spec.outputs if port not in outputs]
+    if missing:
+        raise BadAnswer(f"it gives no value for output port {', '.join(map(repr, missing))}", missing[0])
+    return {port: _checked(port, p.type, outputs[port]) for port, p in spec.outputs.items()}
+
+
+def answered(spec: TaskSpec, text: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The values an answer gives by port, as they are (not checked, perhaps not every port)."""
     answer = data if data is not None else _object_in(text)
     if answer is None:
         only = list(spec.outputs.items())
         if len(only) == 1 and is_resource(only[0][1].type) and text.strip():
             return {only[0][0]: text}  # one file port: plain text is its content (as in wfpy)
         raise BadAnswer(f"it is no JSON object ({_preview(text) if text.strip() else 'the answer was empty'})")
-    outputs = _outputs_in(spec, answer)
-    missing = [port for port in spec.outputs if port not in outputs]
-    if missing:
-        raise BadAnswer(f"it gives no value for output port {', '.join(map(repr, missing))}", missing[0])
-    return {port: _checked(port, p.type, outputs[port]) for port, p in spec.outputs.items()}
+    return _outputs_in(spec, answer)
 
 
 def _outputs_in(spec: TaskSpec, answer: dict[str, Any]) -> dict[str, Any]:
