@@ -79,6 +79,8 @@ async def test_usage_reaches_the_editor_and_the_key_never_does(model: ModelServe
     detail = await request(client, "flowtape/stepDetail", {"runId": started["runId"], "step": 2})
     [entry] = detail["chat"]
     assert entry["actor"] == "summarise" and "summary of" in entry["chat"]
+    assert json.loads(entry["asked"])["inputs"] == {"text": "a text"}  # the question and the answer, each whole
+    assert json.loads(entry["answer"]) == {"outputs": {"summary": 'summary of {"text": "a text"}'}}
     assert entry["calls"][0]["model"] == "lsp-model" and entry["calls"][0]["outputTokens"] > 0
     runs = await request(client, "flowtape/runs", {})
     assert next(r for r in runs["runs"] if r["runId"] == started["runId"])["usage"] == usage
