@@ -357,3 +357,11 @@ def test_a_transport_flowtape_does_not_have_is_refused_where_it_is_named(transpo
 def test_wfpys_offline_transport_is_the_mock(write_flow, runs_dir):
     result = _run(_flow(write_flow, "OFFLINE"), runs_dir)
     assert result.status == "succeeded" and result.outputs == {"verdict": ["mock:verdict"]}
+
+
+@pytest.mark.parametrize("transport", [None, "", " HTTP "])
+def test_no_transport_is_http_as_in_wfpy(transport, server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    result = _run(_flow(write_flow, transport), runs_dir)
+    assert result.status == "succeeded", result.error
+    assert len(server.requests) == 3

@@ -354,7 +354,7 @@ def agent(
         raise TypeError("@agent needs arguments: @agent(prompt='...')")
     if not callable(transport):
         try:
-            transport = transport_name(str(transport))
+            transport = transport_name(str(transport or "http"))  # (None or "" is http, as in wfpy)
         except ValueError as exc:
             site = caller_site()
             raise FlowError(str(exc), site.file, site.line) from None
