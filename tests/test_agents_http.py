@@ -173,6 +173,14 @@ def test_http_picks_the_provider_as_wfpy_does(server, write_flow, runs_dir, monk
     assert _run(_flow(write_flow, "http", "openrouter/meta-llama/llama-3-70b"), runs_dir).status == "succeeded"
     assert {(r.path, r.body["model"], r.headers["authorization"]) for r in server.requests} == {
         ("/v1/chat/completions", "meta-llama/llama-3-70b", f"Bearer {KEY}")}
+    # a local Ollama takes any key: none is needed; wfpy's AGENT_API_KEY comes before a provider's own
+    server.requests.clear()
+    assert _run(_flow(write_flow, "http", "ollama/llama3"), runs_dir).status == "succeeded"
+    assert {(r.body["model"], r.headers["authorization"]) for r in server.requests} == {("llama3", "Bearer ollama")}
+    server.requests.clear()
+    monkeypatch.setenv("AGENT_API_KEY", "sk-agent-key")
+    assert _run(_flow(write_flow, "http", "openrouter/x"), runs_dir).status == "succeeded"
+    assert {r.headers["authorization"] for r in server.requests} == {"Bearer sk-agent-key"}
 
 
 def test_the_agents_own_arguments_come_before_the_environment(server, write_flow, runs_dir, monkeypatch):
