@@ -201,3 +201,33 @@ def test_a_file_input_is_given_to_the_model_with_its_text(server, write_flow, ru
     assert execute(flow, {"doc": str(doc)}, runs_dir=runs_dir).status == "succeeded"
     big = server.requests[1].payload()["fileInputs"]["doc"]
     assert len(big["content"]) == FILE_INPUT_CHARS and big["truncated"] is True
+
+
+FOLDER_IN = FILE_IN.replace("from flowtape import File,", "from flowtape import File, Resource,").replace(
+    "Port[File]", "Port[Resource]")
+
+
+def test_a_folder_input_is_described_to_the_model_with_its_listing(server, write_flow, runs_dir, monkeypatch,
+                                                                    tmp_path):
+    from flowtape.agents.prompts import LISTING_ENTRIES
+
+    _use(monkeypatch, server)
+    flow = load_flow(str(_flow(write_flow, source=FOLDER_IN)), None)
+    folder = tmp_path / "docs"
+    (folder / "guide").mkdir(parents=True)
+    (folder / "README.md").write_text("# Docs\n")
+    (folder / "guide" / "start.md").write_text("Start here.\n")
+    assert execute(flow, {"doc": str(folder)}, runs_dir=runs_dir).status == "succeeded"
+    sent = server.requests[0].payload()
+    assert sent["inputs"] == {"doc": str(folder)} and "fileInputs" not in sent
+    assert sent["resourceInputs"]["doc"] == {
+        "path": str(folder), "kind": "folder", "exists": True, "isDir": True, "isFile": False,
+        "listing": ["README.md", "guide/", "guide/start.md"]}
+    for i in range(LISTING_ENTRIES + 5):
+        (folder / f"n{i:03}.txt").write_text("")
+    assert execute(flow, {"doc": str(folder)}, runs_dir=runs_dir).status == "succeeded"
+    listing = server.requests[1].payload()["resourceInputs"]["doc"]["listing"]
+    assert len(listing) == LISTING_ENTRIES + 1 and listing[-1] == f"... (truncated at {LISTING_ENTRIES} entries)"
+    assert execute(flow, {"doc": "https://example.com/spec"}, runs_dir=runs_dir).status == "succeeded"
+    assert server.requests[2].payload()["resourceInputs"]["doc"] == {
+        "path": "https://example.com/spec", "kind": "http", "exists": False, "isDir": False, "isFile": False}

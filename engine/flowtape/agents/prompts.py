@@ -8,6 +8,7 @@ import json
 import os
 import re
 import typing
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -46,7 +47,8 @@ def instruction(spec: TaskSpec) -> str:
     return (
         "You are executing a Flowtape (wfpy) @agent task. Use only the JSON payload of the user message as input: "
         "inputs.<port> holds each input token, parameters.<name> each task parameter, and fileInputs.<port> each "
-        "file input: its path, and its text as content (truncated: true when it was cut short). "
+        "file input: its path, and its text as content (truncated: true when it was cut short); resourceInputs.<port> "
+        "says what each file or folder input is (kind, exists), and for a folder lists the files under it. "
         'Return only strict JSON in the shape {"outputs": {"<port>": <value>}}, with exactly one value for each '
         f"declared output port: {_port_list(spec)}. "
         "No markdown fences, explanations or text before or after the JSON. "
@@ -63,9 +65,12 @@ def payload(spec: TaskSpec, obj: Any, inputs: dict[str, Any]) -> str:
     params = {name: getattr(obj, name, None) for name in spec.parameters}
     plain: dict[str, Any] = {}
     files: dict[str, Any] = {}
+    resources: dict[str, Any] = {}
     for port, value in inputs.items():
         declared = spec.inputs.get(port)
         path = _path_of(value) if declared is not None and is_resource(declared.type) else None
+        if path is not None:
+            resources[port] = _resource_input(path, value)
         read = _file_input(path) if path else None
         if read is None:
             plain[port] = value
@@ -74,6 +79,8 @@ def payload(spec: TaskSpec, obj: Any, inputs: dict[str, Any]) -> str:
     message: dict[str, Any] = {"inputs": plain, "parameters": params}
     if files:
         message["fileInputs"] = files
+    if resources:
+        message["resourceInputs"] = resources
     return to_json(message)
 
 
@@ -81,6 +88,55 @@ def _path_of(value: Any) -> str | None:
     if isinstance(value, (str, os.PathLike)):
         return os.fspath(value)
     return getattr(value, "path", None) or None  # (a Resource given as one)
+
+
+LISTING_ENTRIES, LISTING_DEPTH = 200, 4  # of a folder input's listing (wfpy's bounds)
+
+
+def _resource_input(path: str, value: Any) -> dict[str, Any]:
+    """What a `Resource` (or `File`) input is, as wfpy tells the model under `resourceInputs`: its
+    kind, whether it exists, and for a folder the tree under it, so the model need not ask."""
+    declared = (getattr(value, "kind", "") or "").strip().lower()
+    url = re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
+    is_dir, is_file = (False, False) if url else (os.path.isdir(path), os.path.isfile(path))
+    kind = _resource_kind(path, declared, is_dir, is_file)
+    meta: dict[str, Any] = {"path": path, "kind": kind, "exists": is_dir or is_file or (not url and os.path.exists(path)),
+                            "isDir": is_dir, "isFile": is_file}
+    if declared and declared != kind:
+        meta["declaredKind"] = declared
+    if is_dir:
+        meta["listing"] = _listing(path)
+    return meta
+
+
+def _resource_kind(path: str, declared: str, is_dir: bool, is_file: bool) -> str:
+    if declared:
+        return {"dir": "folder", "directory": "folder", "https": "http"}.get(declared, declared)
+    scheme, _, rest = path.strip().partition("://")
+    if rest and scheme.lower() in ("http", "https"):
+        return "http"
+    if rest and scheme:
+        return "url"
+    if path.endswith("/") or is_dir:
+        return "folder"
+    return "file" if is_file else ""
+
+
+def _listing(root: str) -> list[str]:
+    """The paths under a folder, relative, folders ending in `/`, sorted, bounded as wfpy bounds them."""
+    entries: list[str] = []
+    base = Path(root)
+    try:
+        for item in sorted(base.rglob("*")):
+            if len(entries) >= LISTING_ENTRIES:
+                entries.append(f"... (truncated at {LISTING_ENTRIES} entries)")
+                break
+            rel = item.relative_to(base)
+            if len(rel.parts) <= LISTING_DEPTH:
+                entries.append(str(rel) + ("/" if item.is_dir() else ""))
+    except OSError:  # (a folder that went away or cannot be read: what was listed is given)
+        pass
+    return entries
 
 
 def _file_input(path: str) -> dict[str, Any] | None:
