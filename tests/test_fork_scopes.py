@@ -1,0 +1,152 @@
+"""A fork edits what waits inside every kind of scope, at any step: a token in a queue and a field
+of an actor's state in a loop body (the loop between two items), an if branch, a nested workflow
+and a nested workflow inside a loop body, named as `flowtape show` names them (`sub/acc.total`,
+`sub/acc.Out->sub/pair.In[0]`). What truly cannot be edited is refused, saying why, before
+anything runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import flowtape
+import pytest
+from flowtape.cli import main
+from flowtape.golden import check, record
+from flowtape.loader import load_module
+from flowtape.network import build_network
+from flowtape.replay import plan_resume
+from flowtape.runner import execute
+from flowtape.tape import read_tape
+
+FLOWS = Path(__file__).parent / "flows"
+FLOW = FLOWS / "edit_scopes.py"
+
+
+@pytest.fixture
+def scopes():
+    return load_module(FLOW)
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    def call(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([*args, "--runs-dir", str(tmp_path / "runs")])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+def _step_of(run_dir: Path, actor: str, fire_count: int) -> int:
+    return next(s.step for s in read_tape(run_dir / "tape.jsonl").steps() if (s.actor, s.fireCount) == (actor, fire_count))
+
+
+# each workflow; the step after which the scope's acc holds 1 (2 in the branch) and its pair waits
+# with that one token; the edits there, by short and by full name; the outputs the fork gives
+CASES = {
+    "in_loop": (("lp", 1), {"acc.total": 100, "pair.In[0]": 50}, [[50, 102], [105, 109]]),
+    "in_branch": (("c", 2), {"acc.total": 100, "acc.Out->pair.In[0]": 50}, [[50, 104], [110, 118]]),
+    "in_nested": (("sub", 1), {"sub/acc.total": 100, "sub/pair.In[0]": 50}, [[50, 102], [105, 109]]),
+    "nested_in_loop": (("lp", 1), {"sub/acc.total": 100, "sub/acc.Out->sub/pair.In[0]": 50}, [[50, 102], [105, 109]]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_fork_edits_a_field_and_a_token_inside_a_scope(scopes, tmp_path, name):
+    flow = getattr(scopes, name)
+    (actor, count), edits, outputs = CASES[name]
+    runs = tmp_path / "runs"
+    recorded = execute(flow, max_workers=1, runs_dir=runs, run_id="a")
+    assert recorded.status == "succeeded"
+    at = _step_of(recorded.run_dir, actor, count)
+    fork = execute(flow, runs_dir=runs, run_id="f", resume_from="a", at_step=at, edits=edits)
+    assert fork.status == "succeeded", fork.error
+    assert fork.outputs == {"Out": outputs}
+    flowtape.verify(fork.run_dir / "tape.jsonl")
+    told = [r for r in read_tape(fork.run_dir / "tape.jsonl").records() if isinstance(r, flowtape.tape.Edited)]
+    assert [(e.step, e.what) for e in told] == [(at, what) for what in edits]
+    summary = json.loads((fork.run_dir / "run.json").read_text())
+    assert summary["edits"] == 2 and summary["resumedAtStep"] == at
+    # the fork resumes at a later step, its edits part of the run it restores, trusted or copied
+    last = fork.steps - 1
+    again = execute(flow, runs_dir=runs, run_id="r", resume_from="f", at_step=last)
+    assert again.status == "succeeded" and again.outputs == fork.outputs
+    shutil.copytree(fork.run_dir, tmp_path / "copy")  # not this machine's run directory: verified in full
+    copied = execute(flow, runs_dir=runs, run_id="c", resume_from=tmp_path / "copy", at_step=at + 1)
+    assert copied.status == "succeeded" and copied.outputs == fork.outputs
+    golden = tmp_path / "g.json"
+    record(flow, golden, resume_from=runs / "a", at_step=at, edits=edits)
+    check(flow, golden, resume_from=runs / "a", at_step=at, edits=edits)
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+@pytest.mark.parametrize("name", ["in_loop", "nested_in_loop"])
+def test_a_loop_between_two_items_is_put_back_where_it_stood_at_every_step(scopes, tmp_path, monkeypatch, name, trusted):
+    """The resume a fork is made of, at each step: a snapshot (no step replayed firing by
+    firing), the loop going on with its next item, the same outputs as the recorded run."""
+    from flowtape import trust
+
+    flow = getattr(scopes, name)
+    recorded = execute(flow, max_workers=1, runs_dir=tmp_path, run_id="a")
+    if not trusted:
+        monkeypatch.setattr(trust, "seals", lambda data, seal: False)
+    for at in range(1, recorded.steps + 1):
+        plan = plan_resume(recorded.run_dir, at, build_network(flow.build()), name)
+        assert plan.snapshot is not None, (at, plan.no_snapshot)
+        assert set(plan.snapshot.loops) == ({"lp"} if at < recorded.steps - 1 else set()), at  # (the last: its end)
+        resumed = execute(flow, runs_dir=tmp_path, run_id=f"r{at}", resume_from="a", at_step=at)
+        assert resumed.status == "succeeded" and resumed.outputs == recorded.outputs, at
+        new = read_tape(resumed.run_dir / "tape.jsonl")
+        live = [f.actor for f in new.firings() if not f.replayed]
+        assert live.count("lp") == recorded.steps - at, at  # its firings after the step, each once
+
+
+def test_a_loop_whose_items_changed_is_not_put_back_on_a_stale_place(scopes, tmp_path, monkeypatch):
+    """The items the loop goes over again are checked against the tape: a loop over an `iter`
+    token that differs is a run the snapshot cannot stand for (the resume replays and diverges)."""
+    recorded = execute(scopes.in_loop, max_workers=1, runs_dir=tmp_path, run_id="a")
+    net = build_network(scopes.in_loop.build())
+    net.by_path["lp"].node.obj.iterable = [1, 9, 9, 9]  # (what the header's digest also tells)
+    plan = plan_resume(recorded.run_dir, 2, net, "in_loop")
+    assert plan.snapshot is None and "lp goes over other values than in the recorded run" in plan.no_snapshot
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    ("sub/acc.total=\"x\"", "field total of Acc takes int, not str 'x'"),
+    ("sub/pair.In[1]=1", "sub/acc.Out->sub/pair.In holds 1 token(s) at step 1 (0 to 0)"),
+    ("lp.item->sub.In[0]=1", "lp.item->sub.In holds 0 token(s) at step 1: there is no token to edit"),
+    ("sub/nope.In[0]=1", "no queue 'sub/nope.In'"),
+    ("sub/ghost.total=1", "no actor 'sub/ghost' (actors: lp, sub, sub/acc, sub/pair)"),
+    ("sub.total=1", "sub is a workflow: it keeps no state to edit"),
+    ("lp.total=1", "lp is a loop: it keeps no state to edit"),
+    ("sub/pair.In[0]=\"x\"", "port In of sub/pair takes int, not str 'x'"),
+])
+def test_misfit_edits_inside_scopes_are_refused_before_anything_runs(cli, tmp_path, edit, said):
+    assert cli("run", str(FLOW), "--workflow", "nested_in_loop", "--run-id", "a", "--max-workers", "1")[0] == 0
+    code, _, err = cli("run", str(FLOW), "--workflow", "nested_in_loop", "--resume-from", "a", "--at-step", "1",
+                       "--set", edit, "--run-id", "f")
+    assert code == 2, err
+    assert said in err and "Traceback" not in err
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"a"}
+
+
+def test_what_cannot_be_restored_at_the_step_is_refused_saying_why(cli, tmp_path):
+    """A loop over an iterator (its place cannot be told the same) and a firing that cannot be
+    replayed (a Lock in its state) leave no picture of the run at the step to edit."""
+    assert cli("run", str(FLOW), "--workflow", "ticks", "--run-id", "a", "--max-workers", "1")[0] == 0
+    code, _, err = cli("run", str(FLOW), "--workflow", "ticks", "--resume-from", "a", "--at-step", "2",
+                       "--set", "acc.total=7", "--run-id", "f")
+    assert code == 2 and "Traceback" not in err
+    assert "cannot fork run a at step 2 with --set acc.total" in err
+    assert "loop lp goes over an iterator, or values a tape cannot hold, which cannot be told the same" in err
+    chain = str(FLOWS / "chain.py")
+    assert cli("run", chain, "--workflow", "locked", "--run-id", "k", "--max-workers", "1")[0] == 0
+    code, _, err = cli("run", chain, "--workflow", "locked", "--resume-from", "k", "--at-step", "3",
+                       "--set", "double.In[0]=1", "--run-id", "g")
+    assert code == 2 and "locky's firing 1 cannot be replayed (locky._guard: a Lock cannot be saved)" in err
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"a", "k"}
