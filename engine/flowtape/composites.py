@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Raw
 
 from .firing import Plan, value_of
-from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
 from .midloop import iterate
+from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
 from .values import NotEncodable, digest, encode
 
 if TYPE_CHECKING:
