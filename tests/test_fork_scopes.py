@@ -137,8 +137,9 @@ def test_misfit_edits_inside_scopes_are_refused_before_anything_runs(cli, tmp_pa
 
 
 def test_what_cannot_be_restored_at_the_step_is_refused_saying_why(cli, tmp_path):
-    """A loop over an iterator (its place cannot be told the same) and a firing that cannot be
-    replayed (a Lock in its state) leave no picture of the run at the step to edit."""
+    """A loop over an iterator (its place cannot be told the same), a firing that cannot be
+    replayed (a Lock in its state) and, with several workers, a nested workflow still running
+    beside the step leave no picture of the run at the step to edit."""
     assert cli("run", str(FLOW), "--workflow", "ticks", "--run-id", "a", "--max-workers", "1")[0] == 0
     code, _, err = cli("run", str(FLOW), "--workflow", "ticks", "--resume-from", "a", "--at-step", "2",
                        "--set", "acc.total=7", "--run-id", "f")
@@ -150,4 +151,8 @@ def test_what_cannot_be_restored_at_the_step_is_refused_saying_why(cli, tmp_path
     code, _, err = cli("run", chain, "--workflow", "locked", "--resume-from", "k", "--at-step", "3",
                        "--set", "double.In[0]=1", "--run-id", "g")
     assert code == 2 and "locky's firing 1 cannot be replayed (locky._guard: a Lock cannot be saved)" in err
-    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"a", "k"}
+    assert cli("run", str(FLOW), "--workflow", "under_way", "--run-id", "w", "--max-workers", "4")[0] == 0
+    code, _, err = cli("run", str(FLOW), "--workflow", "under_way", "--resume-from", "w", "--at-step", "2",
+                       "--set", "beside.i=0", "--run-id", "h")
+    assert code == 2 and "sub's firing 1 was under way beside step 2 (a run with one worker, --max-workers 1" in err
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"a", "k", "w"}

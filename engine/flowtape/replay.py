@@ -448,7 +448,8 @@ def _verified_plan(
             if top not in tops:
                 if snapshot is None and clean:  # (an unfinished nested workflow's firing among the steps, with several workers)
                     clean = False
-                    why = why or f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step}"
+                    why = why or (f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step} "
+                                  "(a run with one worker, --max-workers 1, takes no step beside another)")
                 if not to_end or kinds.get(top[0]) in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
                     continue
             if clean and snapshot is None:

@@ -1,9 +1,12 @@
 """Stateful actors and waiting tokens inside every kind of scope, for forks that edit them: a
 running sum (`Acc.total`) and a pairer that takes two tokens at a time (so one waits between
 the scope's firings) in a loop body, an if branch, a nested workflow, and a nested workflow in
-a loop body. `ticks` goes over an iterator: where it stands cannot be told from a tape."""
+a loop body. `ticks` goes over an iterator: where it stands cannot be told from a tape; in
+`under_way`, with several workers, a nested workflow's firing is still running beside steps."""
 
 from __future__ import annotations
+
+import threading
 
 from flowtape import Port, action, connect, if_, loop, task, workflow
 
@@ -138,3 +141,60 @@ def ticks():
         acc = Acc()
         connect(lp.item, acc.In)
         connect(acc.Out, "Out")
+
+
+STARTED, RELEASED = threading.Event(), threading.Event()
+
+
+@task
+class Held:
+    """Inside a nested workflow: starts, then waits till `Beside` has fired twice."""
+
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        STARTED.set()
+        RELEASED.wait(30)
+        return x
+
+
+@task
+class Beside:
+    """At the top level: fires while the nested workflow's firing is under way."""
+
+    i: int = 0
+
+    class Ports:
+        Out = Port[int](direction="out")
+
+    @action(consumes={}, produces={"Out": 1})
+    def emit(self):
+        if self.i >= 3:
+            return None
+        STARTED.wait(30)
+        self.i += 1
+        if self.i == 2:
+            RELEASED.set()
+        return self.i
+
+
+@workflow(inputs={"In": int}, outputs={"Out": int})
+def holding():
+    held = Held()
+    connect("In", held.In)
+    connect(held.Out, "Out")
+
+
+@workflow
+def under_way():
+    """With several workers, `sub` is under way beside `beside`'s first steps."""
+    STARTED.clear()  # (each run of it, in whatever process has the module)
+    RELEASED.clear()
+    numbers = Numbers(n=1)
+    sub = holding()
+    beside = Beside()
+    connect(numbers.Out, sub.In)
+    connect(sub.Out, "Out")
+    connect(beside.Out, "Beside")
