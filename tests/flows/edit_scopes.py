@@ -134,6 +134,38 @@ def nested_in_loop():
         connect(sub.Out, "Out")
 
 
+@task
+class Lists:
+    i: int = 0
+
+    class Ports:
+        Out = Port[list](direction="out")
+
+    @action(consumes={}, produces={"Out": 1})
+    def emit(self):
+        if self.i >= 2:
+            return None
+        self.i += 1
+        return [[1, 2], [3, 4, 5]][self.i - 1]
+
+
+@workflow
+def over_tokens():
+    """A loop over each list a task emits (its `iter` port), twice; and one over a set."""
+    lists = Lists()
+    lp = loop()
+    connect(lists.Out, lp.iter)
+    with lp:
+        acc = Acc()
+        connect(lp.item, acc.In)
+        connect(acc.Out, "Out")
+    over_set = loop({"b", "a", "c"})
+    with over_set:
+        pair = Pair()
+        connect(over_set.item, pair.In)
+        connect(pair.Out, "Pairs")
+
+
 @workflow
 def ticks():
     lp = loop(iter([1, 2, 3, 4]))
