@@ -165,3 +165,31 @@ def test_what_cannot_be_restored_at_the_step_is_refused_saying_why(cli, tmp_path
                        "--set", "beside.i=0", "--run-id", "h")
     assert code == 2 and "sub's firing 1 was under way beside step 2 (a run with one worker, --max-workers 1" in err
     assert {p.name for p in (tmp_path / "runs").iterdir()} == {"a", "k", "w"}
+
+
+def test_where_a_loop_stood_is_checked_against_the_items_its_tape_recorded(scopes, tmp_path):
+    """midloop.LoopPasses goes over the items again: fewer items, or another at the loop's place,
+    is no place to put it back (the plan then replays firing by firing, and says why)."""
+    from flowtape.midloop import LoopPasses
+    from flowtape.tape import Firing, Step
+    from flowtape.verify import Rebuild
+
+    recorded = execute(scopes.in_loop, max_workers=1, runs_dir=tmp_path, run_id="a")
+    tape = read_tape(recorded.run_dir / "tape.jsonl")
+    passes, rebuild = LoopPasses(tape.header), Rebuild(tape.header)
+    for line in tape.lines[1:]:
+        rebuild.apply(line)
+        if isinstance(line.record, Firing):
+            passes.see(line.record, rebuild.taken)
+        if isinstance(line.record, Step) and line.record.step == 2:
+            break
+    net = build_network(scopes.in_loop.build())
+    loops, why = passes.place(net)
+    assert why == "" and next(loops["lp"]) == 3  # it goes on with its third item
+    for items, said in (([1, 9, 9], "loop lp's item 2 is not the one its tape recorded"),
+                        ([1], "loop lp has fewer items than the 2 its tape says it handed in"),
+                        ([], "loop lp has fewer items than the 2 its tape says it handed in"),
+                        (5, "loop lp's items cannot be gone over again (TypeError: ")):
+        net.by_path["lp"].node.obj.iterable = items
+        placed, why = passes.place(net)
+        assert placed == {} and why.startswith(said), (items, why)

@@ -68,14 +68,17 @@ class LoopPasses:
             return {}, f"where loop {min(self._unknown)} stands in its items cannot be told from its tape"
         placed: dict[str, Iterator[Any]] = {}
         for path, at in self._passes.items():
+            fewer = f"loop {path} has fewer items than the {at.handed - (at.last is None)} its tape says it handed in"
             try:
                 iterable = net.by_path[path].obj.iterable if at.source is None else decode(bytes(at.source))
                 items = iterate(iterable)
                 if sum(1 for _ in islice(items, at.handed - 1)) < at.handed - 1:
-                    return {}, f"loop {path} has fewer items than the {at.handed - 1} its tape says it handed in"
+                    return {}, fewer
                 item = next(items)
-            except StopIteration:  # its latest firing was the one that ended the pass
-                continue
+            except StopIteration:  # its latest firing ended the pass, unless it put an item
+                if at.last is None:
+                    continue
+                return {}, fewer
             except Exception as exc:  # noqa: BLE001 - a user's iterable, or a token that does not decode
                 return {}, f"loop {path}'s items cannot be gone over again ({type(exc).__name__}: {exc})"
             try:

@@ -429,7 +429,8 @@ def _verified_plan(
                         prefix.append(line.raw)
                     if isinstance(record, Step) and record.step == at_step:
                         loops, why = passes.place(net)
-                        if not why:
+                        clean = not why  # (no snapshot then, and the reason stays the one said)
+                        if clean:
                             joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
                             block = (joined, 0, len(joined)) if joined is not None else None
                             snapshot = _snapshot(rebuild, prefix, block, header, loops)
