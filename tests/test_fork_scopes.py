@@ -193,3 +193,22 @@ def test_where_a_loop_stood_is_checked_against_the_items_its_tape_recorded(scope
         net.by_path["lp"].node.obj.iterable = items
         placed, why = passes.place(net)
         assert placed == {} and why.startswith(said), (items, why)
+
+
+@pytest.mark.parametrize(("workflow", "edit", "said"), [
+    ("over_tokens", "lp.iter[0]=5", "loop lp goes over its iter token: a list (or another collection), not int 5"),
+    ("over_tokens", 'lp.iter[0]=[1, "a"]', "loop lp hands each item to port In of acc, which takes int, not str 'a'"),
+    ("in_nested", 'sub.In[0]="x"', "port In of sub/acc takes int, not str 'x'"),  # (a nested workflow's input: where it goes)
+])
+def test_a_token_for_a_loop_or_a_nested_workflow_is_checked_against_where_it_goes(cli, tmp_path, workflow, edit, said):
+    assert cli("run", str(FLOW), "--workflow", workflow, "--run-id", "a", "--max-workers", "1")[0] == 0
+    code, _, err = cli("run", str(FLOW), "--workflow", workflow, "--resume-from", "a", "--at-step", "1",
+                       "--set", edit, "--run-id", "f")
+    assert code == 2 and said in err and "Traceback" not in err
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"a"}
+    what = edit.partition("=")[0]
+    fine = {"lp.iter[0]": "[7, 8]", "sub.In[0]": "7"}[what]
+    code, _, err = cli("run", str(FLOW), "--workflow", workflow, "--resume-from", "a", "--at-step", "1",
+                       "--set", f"{what}={fine}", "--run-id", "g")
+    assert code == 0, err
+    assert cli("verify", "g")[0] == 0
