@@ -117,8 +117,8 @@ def test_a_loop_between_two_items_is_put_back_where_it_stood_at_every_step(scope
 
 
 def test_a_loop_whose_items_changed_is_not_put_back_on_a_stale_place(scopes, tmp_path, monkeypatch):
-    """The items the loop goes over again are checked against the tape: a loop over an `iter`
-    token that differs is a run the snapshot cannot stand for (the resume replays and diverges)."""
+    """A static loop whose items changed since the recording is told by the header's digest: the
+    snapshot cannot stand for it (the resume replays firing by firing, and diverges there)."""
     recorded = execute(scopes.in_loop, max_workers=1, runs_dir=tmp_path, run_id="a")
     net = build_network(scopes.in_loop.build())
     net.by_path["lp"].node.obj.iterable = [1, 9, 9, 9]  # (what the header's digest also tells)
