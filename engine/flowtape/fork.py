@@ -15,12 +15,13 @@ import typing
 from collections import deque
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import Raw
 
 from . import edits
+from .agents.prompts import BadAnswer, answered
 from .errors import ResumeRefused, UsageError
 from .fits import FITS_CHECKED, fits, shaped
 from .network import Actor, Network, Queue
@@ -30,6 +31,9 @@ from .rundir import TAPE
 from .state import recorded_state
 from .tape import Edited, Firing, Step, Tape, read_tape
 from .values import NotEncodable, encode, preview
+
+if TYPE_CHECKING:
+    from .model import TaskSpec
 
 _TOKEN = re.compile(r"(?P<queue>.+)\[(?P<index>-?\d+)\]")
 
@@ -222,7 +226,7 @@ class _Fork:
         assert spec is not None
         by_port = a.port is None and isinstance(value, dict) and bool(value) and set(value) <= set(spec.outputs)
         given = {a.port: value} if a.port is not None else (dict(value) if by_port else dict.fromkeys(spec.outputs, value))
-        recorded = _recorded_answer(self.plan, actor.path)
+        recorded = _recorded_answer(self.plan, actor.path, spec)
         answer = {**{p: v for p, v in (recorded or {}).items() if p in spec.outputs}, **given} if a.port is not None else given
         for port, port_value in given.items():
             _encoded(what, port_value, spec.outputs[port].type, f"output {port} of {spec.name}")
@@ -236,9 +240,9 @@ class _Fork:
             self.snap.queues = [list(q) for q in self.queues]
 
 
-def _recorded_answer(plan: ReplayPlan, path: str) -> dict[str, Any] | None:
+def _recorded_answer(plan: ReplayPlan, path: str, spec: TaskSpec) -> dict[str, Any] | None:
     """What the agent's first firing after the step answered in the recorded run, by output port
-    (from its chat entry, `{"outputs": …}` as agents.ask writes it); None when it did not fire again."""
+    (from its chat entry: the model's text, read as agents.ask read it); None when it did not fire again."""
     tape = read_tape(plan.source / TAPE, warn=False)
     steps = 0
     for record in tape.records():
@@ -247,10 +251,9 @@ def _recorded_answer(plan: ReplayPlan, path: str) -> dict[str, Any] | None:
         elif isinstance(record, Firing) and record.actor == path and steps >= plan.at_step and record.chat:
             entry = msgspec.json.decode(bytes(record.chat))
             try:
-                said = json.loads(entry[-1]["content"]) if isinstance(entry, list) and entry else None
-            except (json.JSONDecodeError, KeyError, TypeError):
+                return answered(spec, str(entry[-1]["content"]))
+            except (BadAnswer, IndexError, KeyError, TypeError):
                 return None
-            return said.get("outputs") if isinstance(said, dict) and isinstance(said.get("outputs"), dict) else None
     return None
 
 
