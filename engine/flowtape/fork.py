@@ -14,6 +14,7 @@ import re
 import typing
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -22,7 +23,7 @@ from msgspec import Raw
 from . import edits
 from .agents.prompts import BadAnswer, answered
 from .errors import ResumeRefused, UsageError
-from .fits import fits, shaped
+from .fits import FITS_CHECKED, fits, shaped
 from .network import Actor, Network, Queue
 from .ports import type_name
 from .replay import ReplayPlan, Snapshot
@@ -134,6 +135,32 @@ def _encoded(what: str, value: Any, expected: Any, where: str) -> tuple[Any, byt
         raise _refuse(what, f"the value cannot be recorded on the tape: {exc}") from None
 
 
+def _takers(queue: Queue) -> list[tuple[str, Any]]:
+    """The typed ports a token of the queue reaches, and their types: its consumer's, or, for a
+    nested workflow's input, those of the actors inside it that it feeds."""
+    consumer = queue.consumer
+    if consumer is None:
+        return []
+    if consumer.spec is not None:
+        port = consumer.spec.inputs.get(queue.port)
+        return [(f"port {queue.port} of {consumer.path}", port.type)] if port is not None else []
+    return [taker for inner in consumer.seeds.get(queue.port, []) for taker in _takers(inner)]
+
+
+def _check_items(what: str, loop: Actor, value: Any) -> None:
+    """A loop's `iter` token is what it goes over: a collection, whose items fit the ports it
+    hands them to."""
+    if not isinstance(value, (list, tuple, set, frozenset, dict, str)):
+        raise _refuse(what, f"loop {loop.path} goes over its iter token: a list (or another collection), "
+                            f"not {type(value).__name__} {preview(value, 40)}")
+    for queue in loop.outputs.get("item", []):
+        for where, expected in _takers(queue):
+            for item in islice(value, FITS_CHECKED):
+                if not fits(shaped(item, expected), expected):
+                    raise _refuse(what, f"loop {loop.path} hands each item to {where}, which takes {type_name(expected)}, "
+                                        f"not {type(item).__name__} {preview(item, 40)}")
+
+
 def _field_type(actor: Actor, name: str) -> Any:
     assert actor.spec is not None
     try:
@@ -165,9 +192,11 @@ class _Fork:
             raise _refuse(what, f"{t.queue.id} holds {len(held)} token(s) at step {self.plan.at_step}"
                           + (f" (0 to {len(held) - 1})" if held else ": there is no token to edit"))
         consumer = t.queue.consumer
-        spec = consumer.spec if consumer is not None else None
-        expected = spec.inputs[t.queue.port].type if spec is not None and t.queue.port in spec.inputs else None
-        _, enc = _encoded(what, value, expected, f"port {t.queue.port} of {consumer.path if consumer else '?'}")
+        if consumer is not None and consumer.kind == "loop" and t.queue.port == "iter":
+            _check_items(what, consumer, value)
+        enc = b""
+        for where, expected in _takers(t.queue) or [(f"port {t.queue.port} of {consumer.path if consumer else '?'}", None)]:
+            _, enc = _encoded(what, value, expected, where)
         self.add(Edited(step=self.plan.at_step, what=what, queue=t.queue.index, index=index,
                         old=edits.digest_of(held[index]), new=edits.digest_of(enc), value=Raw(enc)))
 
