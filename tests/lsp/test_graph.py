@@ -178,7 +178,7 @@ async def test_timeline_draws_inner_firings_inside_their_composite(client: Langu
     steps = {s[0]: s for s in t["steps"]}
     assert [names[s[1]] for s in t["steps"]].count("lp") == len(t["steps"])  # each loop item is a step
     assert t["inner"], "the loop's inner firings are timed"
-    for step, index, actor, at, dur, replayed in t["inner"]:
+    for step, _index, actor, at, dur, replayed in t["inner"]:
         _, _, s_at, s_dur, _, _ = steps[step]
         assert s_at <= at and at + dur <= s_at + s_dur, (names[actor], at, dur, s_at, s_dur)  # inside the composite's bar
         assert replayed is False

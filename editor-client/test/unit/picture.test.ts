@@ -98,6 +98,17 @@ test("a 200-actor flow lays out", async () => {
   const laid = await new ELK().layout(elkInput({ workflow: "big", flowFile: "/f.py", actors, edges }) as ElkNode);
   assert.equal(laid.children?.length, 200);
   assert.ok(laid.children?.every((c) => c.x !== undefined));
+  // readable: no two boxes overlap, and each is as wide as its label needs
+  const boxes = (laid.children ?? []).map((c) => ({ x: c.x ?? 0, y: c.y ?? 0, w: c.width ?? 0, h: c.height ?? 0, label: c.labels?.[0]?.text ?? "" }));
+  for (const b of boxes) assert.ok(b.w >= b.label.length * 7, `${b.label} fits its box`);
+  const sorted = [...boxes].sort((a, b) => a.x - b.x);
+  for (let i = 0; i < sorted.length; i++) {
+    for (let j = i + 1; j < sorted.length && sorted[j].x < sorted[i].x + sorted[i].w; j++) {
+      const a = sorted[i];
+      const b = sorted[j];
+      assert.ok(a.y + a.h <= b.y || b.y + b.h <= a.y, `${a.label} and ${b.label} overlap`);
+    }
+  }
 });
 
 const marks = (over: Partial<RunMarks> = {}): RunMarks => ({ divergedSteps: new Map(), live: false, ...over });
