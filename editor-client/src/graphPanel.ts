@@ -256,7 +256,7 @@ export class GraphPanel implements vscode.Disposable {
       const doc = await vscode.workspace.openTextDocument({
         language: "jsonc", content: `// ${r.id} after step ${r.step} of run ${r.runId}: ${r.size} token(s)\n${JSON.stringify(r.tokens, null, 2)}${more}\n`,
       });
-      await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.Active });
+      await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.One }); // (beside the graph, not over it)
     } catch (e) {
       void vscode.window.showErrorMessage(`Flowtape: ${errorText(e)}`);
     }
@@ -331,6 +331,7 @@ body { padding: 0; margin: 0; color: var(--vscode-foreground); font: 12px var(--
 .actor.ready .ready-dot { fill: var(--vscode-charts-green); }
 .actor.active > rect { stroke: var(--vscode-focusBorder); stroke-width: 3; fill: var(--vscode-editor-selectionBackground); }
 .actor.group.active > rect { fill: var(--vscode-editor-selectionBackground); fill-opacity: .25; }
+.actor.focus > rect { stroke-width: 4.5; }
 .actor.replayed > rect { stroke: var(--vscode-charts-blue); stroke-dasharray: 5 3; }
 .actor.diverged > rect { stroke: var(--vscode-editorWarning-foreground); stroke-width: 3; }
 .actor.failed > rect { stroke: var(--vscode-editorError-foreground); stroke-width: 3; }

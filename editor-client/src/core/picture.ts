@@ -147,6 +147,7 @@ export interface PictureState {
   replayEndedAt?: number; // a resumed run: the last replayed step
   live: boolean;
   inner?: number; // the inner firing of the step the stepper is on (0 or absent: the step)
+  focus?: string; // that inner firing's actor
 }
 
 export interface RunMarks {
@@ -174,7 +175,7 @@ function inputsOf(graph: FlowGraph): Map<string, number[]> {
 
 export function pictureState(
   graph: FlowGraph, runId: string, step: number, total: number,
-  detail: Pick<StepDetail, "actor" | "queues"> & { firings?: { actor: string }[] | null } | undefined,
+  detail: Pick<StepDetail, "actor" | "queues"> & { fireCount?: number; firings?: { actor: string; fireCount?: number }[] | null } | undefined,
   marks: RunMarks,
   inner = 0,
 ): PictureState {
@@ -186,6 +187,9 @@ export function pictureState(
     if (i !== undefined) sizes[i] = q.size;
   }
   const active = detail && step > 0 ? [detail.actor, ...(detail.firings ?? []).map((f) => f.actor)] : [];
+  // the inner firing the stepper is on: the step's firings but its own, in the order it steps through them
+  const innerFirings = (detail?.firings ?? []).filter((f) => f.actor !== detail?.actor || f.fireCount !== detail?.fireCount);
+  const focus = step > 0 && inner > 0 ? innerFirings[inner - 1]?.actor : undefined;
   const ready: string[] = [];
   for (const [actor, queues] of inputsOf(graph)) {
     if (step > 0 && queues.length && queues.every((q) => (sizes[q] ?? 0) > 0)) ready.push(actor);
@@ -203,6 +207,7 @@ export function pictureState(
     replayEndedAt: replayEnded,
     live: marks.live,
     inner: step > 0 ? inner : 0,
+    focus,
   };
 }
 

@@ -198,6 +198,7 @@ function paint(s: PictureState): void {
   const diverged = new Set(s.diverged);
   for (const [path, g] of actorEls) {
     g.classList.toggle("active", active.has(path));
+    g.classList.toggle("focus", s.focus === path);
     g.classList.toggle("ready", ready.has(path) && !active.has(path));
     g.classList.toggle("diverged", diverged.has(path));
     g.classList.toggle("failed", s.failed === path);

@@ -90,6 +90,7 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     await frame.locator('g.actor[data-path="review"] > rect').click();
     await waitStatus(new RegExp(`Ln ${lineOf(flowFile, "review = Review()")},`), 15000);
     await waitStatus(/step \d+\/\d+ · words › review · fire \d+ \(\d+\/\d+\)/, 15000);
+    await frame.locator('g.actor.focus[data-path="review"]').waitFor({ timeout: 10000 }); // the inner firing's actor, in focus
   });
 
   await stage("clicking an edge shows the queue's tokens", async () => {
@@ -99,6 +100,11 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     const text = await side.innerText();
     check(/review\.Out->collect\.In · \d+ token/.test(text), `the queue panel names the queue: ${text.slice(0, 120)}`);
     await screenshot("graph-queue");
+    // `Open whole`: every token of the queue at that step, as JSON in an editor
+    await side.locator("#open-queue").click();
+    const whole = page.locator(".monaco-editor .view-lines", { hasText: /review\.Out->collect\.In after step \d+ of run/ }).first();
+    await whole.waitFor({ timeout: 15000 });
+    log(`  opened whole: ${(await whole.innerText()).split("\n")[0].slice(0, 120)}`);
   }, { critical: false });
 
   await stage("the timeline draws the firings, the loop's inner ones within its steps; a click on one selects it", async () => {

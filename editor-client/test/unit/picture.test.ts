@@ -126,6 +126,11 @@ test("at a step: queue sizes by index, the firing actor, the ready ones", () => 
   assert.deepEqual(s.active, ["lp", "check"]);
   assert.deepEqual(s.ready.sort(), ["c", "review"]);
   assert.equal(s.failed, undefined);
+  assert.equal(s.focus, undefined, "on the step itself: no inner firing in focus");
+  const firings = [{ actor: "lp", fireCount: 3 }, { actor: "check", fireCount: 3 }, { actor: "c", fireCount: 3 }, { actor: "review", fireCount: 1 }];
+  const into = pictureState(IF_ELSE, "r", 3, 9, { ...detail, fireCount: 3, firings }, marks(), 3);
+  assert.equal(into.focus, "review", "stepped into its third inner firing (the step's own left out)");
+  assert.equal(into.inner, 3);
 });
 
 test("divergences up to the step, the failure at the last step, the replayed region", () => {
