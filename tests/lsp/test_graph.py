@@ -211,3 +211,15 @@ async def test_timeline_follows_a_live_run_and_refuses_bad_params(client: Langua
     with pytest.raises(JsonRpcException) as err:
         await request(client, "flowtape/timeline", {"runId": "no-such-run"})
     assert err.value.code == -32001
+
+
+async def test_timeline_of_a_resumed_run_marks_what_was_replayed(client: LanguageClient, workspace: Path) -> None:
+    run, _ = await _graph_of_run(client, workspace, FLOW_SCOPES)
+    resumed = await command(client, "flowtape.resumeAtStep", {"runId": run["runId"], "step": 2, "maxWorkers": 1})
+    done = await collector(client).finished(resumed["runId"])
+    assert done["status"] == "succeeded", done
+    t = await request(client, "flowtape/timeline", {"runId": resumed["runId"]})
+    replayed = {s[0]: s[4] for s in t["steps"]}
+    assert replayed[1] and replayed[2] and not any(r for n, r in replayed.items() if n > 2), replayed
+    inner = {(f[0], f[1]): f[5] for f in t["inner"]}
+    assert inner and all(r == (step <= 2) for (step, _), r in inner.items()), inner  # inner firings as their step
