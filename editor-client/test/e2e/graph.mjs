@@ -102,7 +102,8 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     await screenshot("graph-queue");
     // `Open whole`: every token of the queue at that step, as JSON in an editor
     await side.locator("#open-queue").click();
-    const whole = page.locator(".monaco-editor .view-lines", { hasText: /review\.Out->collect\.In after step \d+ of run/ }).first();
+    // (monaco draws spaces as no-break spaces: \s matches them)
+    const whole = page.locator(".monaco-editor .view-lines", { hasText: /review\.Out->collect\.In\s+after\s+step\s+\d+\s+of\s+run/ }).first();
     await whole.waitFor({ timeout: 15000 });
     log(`  opened whole: ${(await whole.innerText()).split("\n")[0].slice(0, 120)}`);
   }, { critical: false });
