@@ -375,6 +375,8 @@ class ChatEntry(Message):
     actor: str
     chat: str  # a preview of the messages the firing added: its prompt and the answer
     calls: list[ModelCall] | None = None  # its live model calls (on a replayed step: the recorded ones)
+    asked: str | None = None  # the question it added (the user message: inputs and parameters), previewed
+    answer: str | None = None  # the answer it added (the assistant's message), previewed at more length
 
 
 class FiringDetail(Message):

@@ -70,6 +70,9 @@ export interface ChatEntry {
   actor: string;
   chat: string;
   calls?: ModelCall[] | null;
+  /** The question the firing added (its inputs and parameters), and the answer, each previewed. */
+  asked?: string | null;
+  answer?: string | null;
 }
 
 export interface OutputPreview {
