@@ -4,6 +4,7 @@
  * side asks the server (flowtape/graph, stepDetail, queueTokens) and answers the page's clicks.
  */
 import * as vscode from "vscode";
+import { ReadOnlyDocuments } from "./readOnlyDocs";
 import { addTimeline, divergedSteps, emptyTimeline, latestFiring, nextTimelineStep, pictureState, type RunMarks, type TimelineData } from "./core/picture";
 import { Methods, type FlowGraph, type GraphResult, type QueueTokensResult, type RunFinishedParams, type StepDetail, type TimelineResult } from "./core/protocol";
 import type { StepStore } from "./core/stepStore";
@@ -35,7 +36,8 @@ export class GraphPanel implements vscode.Disposable {
   private timeline: TimelineData = emptyTimeline(); // the shown run's, as far as it was asked
   private asking: TimelineData | undefined; // the timeline an answer is awaited for
   private readonly failed = new Map<string, string>(); // run -> the actor it failed in
-  private readonly disposables: vscode.Disposable[] = [];
+  private readonly docs = new ReadOnlyDocuments("flowtape-queue", "(these tokens are no longer held: open the queue again from the graph)\n");
+  private readonly disposables: vscode.Disposable[] = [this.docs];
 
   constructor(private readonly extensionUri: vscode.Uri, private readonly host: GraphHost) {}
 
@@ -253,9 +255,8 @@ export class GraphPanel implements vscode.Disposable {
     try {
       const r = await this.host.request<QueueTokensResult>(Methods.queueTokens, { runId, step, queue, limit: 10000 });
       const more = r.size > r.tokens.length ? `\n// … and ${r.size - r.tokens.length} more tokens` : "";
-      const doc = await vscode.workspace.openTextDocument({
-        language: "jsonc", content: `// ${r.id} after step ${r.step} of run ${r.runId}: ${r.size} token(s)\n${JSON.stringify(r.tokens, null, 2)}${more}\n`,
-      });
+      const uri = this.docs.put(`${r.id} after step ${r.step}`, `// ${r.id} after step ${r.step} of run ${r.runId}: ${r.size} token(s)\n${JSON.stringify(r.tokens, null, 2)}${more}\n`, "jsonc");
+      const doc = await vscode.workspace.openTextDocument(uri);
       await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.One }); // (beside the graph, not over it)
     } catch (e) {
       void vscode.window.showErrorMessage(`Flowtape: ${errorText(e)}`);
