@@ -597,6 +597,10 @@ async function main() {
     check(total >= 5, `expected several steps, status says ${m[0]}`);
     await screenshot("run-streamed");
   });
+  if (process.env.E2E_ONLY === "graph") { // (while working on it: the graph view's stages alone)
+    await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
+    return;
+  }
 
   await stage("outputs: an Outputs row on the run, in the finish notification, opened whole", async () => {
     const toast = await waitToast(/succeeded · \d+ steps · Out = /, 20000);
