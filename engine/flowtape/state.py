@@ -191,13 +191,15 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
         enc = encode(state)
     except NotEncodable:
         return None, _problem(actor.path, state)
-    ids = tuple(map(id, state.values()))
-    moved, actor.state_ids = ids != actor.state_ids, ids  # (a field given another object: `self.view = self.items`)
-    if (moved or enc != actor.state_enc) and enc.count(b"[") + enc.count(b"{") > 2:  # two containers at least
-        aliased = _aliased(actor, attrs, state)
-        if aliased is not None:
-            return None, aliased
-    if enc == actor.state_enc:
+    last = actor.state_enc
+    if enc.count(b"[") + enc.count(b"{") > 2:  # two containers at least: one may be held twice
+        ids = tuple(map(id, state.values()))
+        moved, actor.state_ids = ids != actor.state_ids, ids  # (a field given another object: `self.view = self.items`)
+        if moved or enc != last:
+            aliased = _aliased(actor, attrs, state)
+            if aliased is not None:
+                return None, aliased
+    if enc == last:
         return None, None
     actor.state_enc = enc
     return Raw(enc), None
