@@ -519,11 +519,7 @@ class Engine:
             self.chats_since.setdefault(actor.path, []).append(chat)
         if ctx is None:
             assert isinstance(record, SimpleFiring)
-            checkpoint = self._checkpoint() if self.steps >= self._checkpoint_due else None
-            if checkpoint is None:
-                self.tape.fired(record)
-            else:
-                self.tape.write(record, checkpoint)
+            self.tape.fired(record, self._checkpoint() if self.steps >= self._checkpoint_due else None)
         else:
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)

@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Raw
 
 from .delta import EDIT_FROM, Edit, edit_between
-from .tape import NO_STATE, Chain, Firing, SimpleFiring, Step, mark_line, mark_replayed
+from .tape import NO_STATE, Chain, Checkpoint, Firing, SimpleFiring, Step, mark_line, mark_replayed
 
 COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time
 _encode = msgspec.json.Encoder().encode  # (bound once: two records a firing)
@@ -39,38 +39,41 @@ class TapeWriter:
             os.fsync(self._fd)
 
     def write(self, *records: msgspec.Struct) -> None:
+        """Seal and write records (a simple firing's goes by `fired`)."""
         with self._lock:
             if self.closed:
                 return
             self._out(b"".join(map(self._seal, records)))
 
-    def fired(self, record: SimpleFiring) -> None:
-        """`write(record)` for the line most firings are: the same, with the calls it can do without."""
+    def fired(self, record: SimpleFiring, checkpoint: Checkpoint | None = None) -> None:
+        """Write a simple firing's line (and a checkpoint after it): the one way one is written.
+        The record was built to be written, so it is changed in place. (Written out in one call:
+        it runs for every firing, and each call saved is a measurable part of what the tape costs.)"""
         with self._lock:
             if self.closed:
                 return
-            self._out(self._seal_simple(record))
-
-    def _seal_simple(self, record: SimpleFiring) -> bytes:
-        """A simple firing's line: it was built to be written, so it is changed in place."""
-        self._step = record.step
-        if record.round == self._round:
-            record.round = -1
-        else:
-            self._round = record.round
-        if record.seq == record.step:
-            record.seq = 0
-        if record.state:
-            edit = self._edit_of(record.actor, record.state)
-            if edit is not None:
-                record.state, record.stateEdit = NO_STATE, edit
-        return self._chain.seal_firing(_encode(record), record.replayed)
+            self._step = record.step
+            if record.round == self._round:
+                record.round = -1
+            else:
+                self._round = record.round
+            if record.seq == record.step:
+                record.seq = 0
+            if record.state:
+                edit = self._edit_of(record.actor, record.state)
+                if edit is not None:
+                    record.state, record.stateEdit = NO_STATE, edit
+            data = self._chain.seal_firing(_encode(record), record.replayed)
+            if checkpoint is None:
+                os.write(self._fd, data)
+                self.written += len(data)
+                if self.durable:
+                    os.fsync(self._fd)
+            else:
+                self._out(data + self._seal(checkpoint))
 
     def _seal(self, record: msgspec.Struct) -> bytes:
         kind = type(record)
-        if kind is SimpleFiring:
-            assert isinstance(record, SimpleFiring)
-            return self._seal_simple(record)
         if kind is Step:
             assert isinstance(record, Step)
             self._step = record.step
