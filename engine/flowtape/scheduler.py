@@ -465,26 +465,30 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        # (Written out for the usual firing, one token in and one out: this runs for every firing,
-        # and each comprehension or call saved is a measurable part of what the tape costs.)
-        if digests is not None:
-            consumed = digests
-        elif len(takes) == 1 and len(takes[0][1]) == 1:
-            q, items = takes[0]
-            consumed = [(q.index, 1, digest_one(items[0][1]))]
+        # (Written out for the usual firings, one token in and one out, or a source's one out: this
+        # runs for every firing, and each line or call saved is a measurable part of what the tape
+        # costs. `sizes` is the step's, used at the top level only.)
+        sizes: list[int] = []
+        if digests is None and len(produced) == 1 and len(takes) < 2 and len(produced[0][1]) == 1:
+            q_out, out = produced[0]
+            encoded = [(q_out.index, [out[0][1]])]
+            if not takes:
+                consumed = []
+                sizes = [len(q_out.items)]
+            else:
+                q_in, taken = takes[0]
+                if len(taken) == 1 and q_in is not q_out:
+                    consumed = [(q_in.index, 1, digest_one(taken[0][1]))]
+                    sizes = [len(q_in.items), len(q_out.items)] if q_in.index < q_out.index else [len(q_out.items), len(q_in.items)]
+                else:
+                    consumed = [(q_in.index, len(taken), digest([e for _, e in taken]))]
         else:
-            consumed = [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
-        if len(produced) == 1 and len(produced[0][1]) == 1:
-            encoded = [(produced[0][0].index, [produced[0][1][0][1]])]
-        else:
+            consumed = digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
             encoded = [(q.index, [e for _, e in items]) for q, items in produced]
         record: Firing | SimpleFiring
         if ctx is None:  # a top-level firing: it and its step go on one line
             self.last_taken = takes
-            if len(takes) == 1 and len(produced) == 1 and takes[0][0] is not produced[0][0]:
-                first, second = takes[0][0], produced[0][0]
-                sizes = [len(first.items), len(second.items)] if first.index < second.index else [len(second.items), len(first.items)]
-            else:
+            if not sizes:
                 queues = self.net.queues
                 sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
             self.steps += 1  # (the step counted as _count_step counts a composite's)
