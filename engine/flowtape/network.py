@@ -119,21 +119,18 @@ class Actor:
     replay: Any = None  # the recorded firings this actor still has to replay
     answer: dict[str, Any] | None = None  # an agent's next answer, edited by a fork (fork.py): given, not asked
 
-    @property
-    def kind(self) -> str:
-        return self.node.kind
+    # The node's, copied once: the scheduler reads them for every firing, and a property's call
+    # costs more than what it returns.
+    kind: str = field(init=False)
+    obj: Any = field(init=False)
+    composite: bool = field(init=False)  # a workflow, loop or if
+    control: bool = field(init=False)  # a loop or an if
 
-    @property
-    def obj(self) -> Any:
-        return self.node.obj
-
-    @property
-    def composite(self) -> bool:
-        return self.node.kind in ("workflow", "loop", "if")
-
-    @property
-    def control(self) -> bool:
-        return self.node.kind in ("loop", "if")
+    def __post_init__(self) -> None:
+        self.kind = self.node.kind
+        self.obj = self.node.obj
+        self.composite = self.kind in ("workflow", "loop", "if")
+        self.control = self.kind in ("loop", "if")
 
     def __repr__(self) -> str:
         return f"<Actor {self.path}>"
