@@ -259,7 +259,7 @@ class Engine:
         pool.done = False
         me = threading.current_thread()
         while True:
-            if self.halted or pool.done:
+            if pool.done or self.failure is not None or self.stop_requested or self.broken is not None:  # (halted, without its call)
                 self.cond.notify_all()
                 return
             if ctx is None and self.exclusive is not None and self.exclusive is not me:
