@@ -108,6 +108,9 @@ class Actor:
     shared_parts: dict[str, list[tuple[Any, bytes]] | None] = field(default_factory=dict)  # what inside them (state.py)
     given: set[str] = field(default_factory=set)  # parameters changed so far: state from then on (see state.py)
     state_enc: bytes = b""
+    # the size of its `__dict__` when it holds Flowtape's own fields and no more: a task given no
+    # parameter that may change has no state then (-1: it has some; see state.recorded_state)
+    plain_size: int = -1
     state_ids: tuple[int, ...] = ()  # what objects its state's fields held after its last firing (state.py)
     dirty: bool = False
     running: bool = False
@@ -176,6 +179,8 @@ class _Builder:
             actor = Actor(f"{prefix}/{node.name}" if prefix else node.name, node, spec_of(node.obj), owner, len(self.actors))
             if actor.spec is not None:
                 actor.settled, actor.watched, actor.unwatched = parameters(actor.spec, node.obj)
+                if not actor.settled and not actor.watched:
+                    actor.plain_size = len(actor.spec.fixed_attrs)
             self.actors.append(actor)
             local[id(node)] = actor
         for node in graph.nodes:

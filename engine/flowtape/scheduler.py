@@ -361,7 +361,10 @@ class Engine:
             if self.tape is not None:
                 produced, problem = self._encode_outputs(actor, outcome.outputs)
                 recorded = actor.state_enc
-                state, state_problem = recorded_state(actor)
+                if recorded or len(actor.obj.__dict__) != actor.plain_size:
+                    state, state_problem = recorded_state(actor)
+                else:  # (recorded_state's first test, without its call: most actors hold no state)
+                    state = state_problem = None
                 chat = Raw(encode(outcome.chat)) if outcome.chat else None
             else:  # nothing is recorded: skip the encodings altogether
                 produced, problem = self._plain_outputs(actor, outcome.outputs), None
