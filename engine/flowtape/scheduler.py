@@ -495,7 +495,7 @@ class Engine:
                 queues = self.net.queues
                 sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
             self.steps += 1  # (the step counted as _count_step counts a composite's)
-            round_ = self.last_round = max(actor.turn - 1, 0) if pool is self.top else 0
+            round_ = self.last_round = (actor.turn or 1) - 1 if pool is self.top else 0  # (max(turn - 1, 0) without a call)
             if round_:
                 self.rounds[actor.path] = round_
             now = time.perf_counter()
