@@ -489,6 +489,7 @@ class Engine:
             consumed = digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
             encoded = [(q.index, [e for _, e in items]) for q, items in produced]
         record: Firing | SimpleFiring
+        simple: SimpleFiring | None = None
         if ctx is None:  # a top-level firing: it and its step go on one line
             self.last_taken = takes
             if not sizes:
@@ -502,7 +503,7 @@ class Engine:
             if self.on_step is not None:
                 self.on_step(self.steps, self.firings, actor.path)
             self.last_step_seq = self.seq
-            record = SimpleFiring(
+            record = simple = SimpleFiring(
                 replayed=replayed, step=self.steps, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
                 produced=encoded, sizes=sizes, round=round_, at=int((start - self.t0) * 1e6), dur=int((now - start) * 1e6),
             )
@@ -524,9 +525,8 @@ class Engine:
         if chat is not None:
             record.chat = chat
             self.chats_since.setdefault(actor.path, []).append(chat)
-        if ctx is None:
-            assert isinstance(record, SimpleFiring)
-            self.tape.fired(record, self._checkpoint() if self.steps >= self._checkpoint_due else None)
+        if simple is not None:  # (the record, typed without an isinstance's call)
+            self.tape.fired(simple, self._checkpoint() if self.steps >= self._checkpoint_due else None)
         else:
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
