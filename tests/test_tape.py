@@ -307,19 +307,21 @@ def test_a_durable_run_writes_the_same_tape(chain, tmp_path):
 @pytest.mark.parametrize("workers", [1, 3])
 def test_a_full_disk_fails_the_run_with_the_reason_and_keeps_what_was_written(chain, tmp_path, monkeypatch, capsys, workers):
     import errno
+    import os
+    import types
 
-    from flowtape.writer import TapeWriter
+    from flowtape import writer
 
-    real = TapeWriter._out
     calls = {"n": 0}
 
-    def fill_up(self: TapeWriter, data: bytes) -> None:
+    def fill_up(fd: int, data: bytes) -> int:  # the disk fills up after the tape's 6th write
         calls["n"] += 1
         if calls["n"] > 6:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(self, data)
+        return os.write(fd, data)
 
-    monkeypatch.setattr(TapeWriter, "_out", fill_up)
+    # (the writer's own `os`, whose write(2) is the full disk's: every other module's stays as it is)
+    monkeypatch.setattr(writer, "os", types.SimpleNamespace(**{**vars(os), "write": fill_up}))
     result = execute(chain.main, max_workers=workers, runs_dir=tmp_path, run_id="full")
     assert result.status == "failed" and result.error is not None
     assert "Flowtape could not go on: OSError" in result.error.message and "No space left" in result.error.message
