@@ -63,14 +63,14 @@ def per_firing(flow: Path, workflow: str, items: int, tape: bool, workers: int) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("flows", nargs="*", default=list(FLOWS), choices=list(FLOWS))
+    parser.add_argument("flows", nargs="*", choices=[*FLOWS, []], help="default: all")  # ([]: none given, which argparse checks too)
     parser.add_argument("--items", type=int, default=1000, help="items beyond the small run's (default 1000)")
     parser.add_argument("--workers", type=int, default=1, help="worker threads (0: the default pool)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("bench/instructions.py needs valgrind (apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="flowtape-instructions-") as tmp:
-        for name in args.flows:
+        for name in args.flows or list(FLOWS):
             file, workflow = FLOWS[name]
             flow = Path(tmp) / file  # (the bench's flows name their framework by a placeholder)
             flow.write_text((BENCH / "flows" / file).read_text().replace("from FRAMEWORK import", "from flowtape import"))

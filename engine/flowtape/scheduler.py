@@ -535,7 +535,7 @@ class Engine:
             self.chats_since.setdefault(actor.path, []).append(chat)
         if simple is not None:  # (the record, typed without an isinstance's call)
             self.tape.fired(simple, self._checkpoint() if self.steps >= self._checkpoint_due else None)
-        else:
+        elif ctx is not None:  # (always, then: a nested firing)
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
             ctx.touched.update(q for q, _ in produced)
