@@ -75,6 +75,26 @@ def test_a_ray_run_resumes_at_every_step(ray_address: str, runs_dir: Path) -> No
     assert all(s.replayed for s in read_tape(runs_dir / "at-last" / "tape.jsonl").steps())
 
 
+def test_a_resume_at_the_last_step_of_a_ray_run_does_no_cluster_work(ray_address: str, runs_dir: Path, write_flow) -> None:
+    """Every firing replays and each source's last ask runs on the driver: no Ray instance is
+    started for it (without --ray-address one would be, in RAY_TMPDIR, as the test below sees)."""
+    if not loopback_only():
+        pytest.skip("starts a Ray instance if it fails: only in a loopback-only network namespace (make pytest)")
+    flow = write_flow(HELPER_FLOW.replace("from helpers import shout", "shout = str.upper"))
+    first = execute(load_flow(flow), runs_dir=runs_dir, run_id="first", executor="ray", ray_address=ray_address)
+    assert first.status == "succeeded"
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ftr-", dir="/tmp"))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "flowtape", "run", str(flow), "--executor", "ray", "--resume-from",
+                               "first", "--run-id", "last", "--runs-dir", str(runs_dir), "--json"],
+                              capture_output=True, text=True, env=dict(os.environ, RAY_TMPDIR=str(ray_tmp)), timeout=180)
+        assert json.loads(proc.stdout).get("outputs") == first.outputs, proc.stdout + proc.stderr
+        assert not list(ray_tmp.rglob("session_*")), "a Ray instance was started for a resume that replays only"
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert all(s.replayed for s in read_tape(runs_dir / "last" / "tape.jsonl").steps())
+
+
 def _unmarked(run_dir: Path, run_id: str) -> list[dict]:
     """What a run recorded after its header, replayed or not."""
     return [{k: v for k, v in r.items() if k != "replayed"} for r in records(run_dir, run_id)[1:]]
@@ -300,31 +320,27 @@ def test_max_workers_bounds_the_firings_in_flight_on_the_cluster(ray_address: st
         assert _most_at_once(runs_dir / f"w{workers}") == workers
 
 
-HELPER_FLOW = '''\
+HELPER_FLOW = GEN_FLOW.format(body='''
 from helpers import shout
-
-from flowtape import Port, connect, task, workflow
 
 
 @task
 class Say:
     class Ports:
+        In = Port[int](direction="in")
         Out = Port[str](direction="out")
 
-    done: bool = False
-
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
+    def action(self, x):
         return shout("tape")
 
 
 @workflow
 def main():
+    gen = Gen(n=1)
     say = Say()
+    connect(gen.Out, say.In)
     connect(say.Out, "Out")
-'''
+''')
 
 
 def test_a_flow_importing_its_own_module_runs_on_the_workers(ray_address: str, runs_dir: Path, write_flow) -> None:

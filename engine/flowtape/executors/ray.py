@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,12 @@ _DIED = (rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError, rex.Own
 EXCLUDES = [".flowtape/", ".git/", ".venv/", "venv/", "node_modules/", "__pycache__/", "*.pyc"]
 SHARED_MARK = ".flowtape-shared"
 PROBE_TIMEOUT = 5.0  # seconds to wait for a head's port to answer
+# A firing that takes no token (a source asked whether it has more) runs on the driver while that
+# actor's asks compute for less than this (CPU seconds of the driver's thread, so waiting on a file
+# or a command does not count): a round trip through Ray costs more than such an ask, and a resume
+# at the last step, which asks each source once more, then does no cluster work at all. An ask that
+# computes longer sends that actor's later ones to the cluster.
+DRIVER_CPU = 0.010
 
 
 class FiringCancelled(ToolStopped):  # noqa: N818 - like a stopped tool: the firing did not happen
@@ -186,6 +193,7 @@ class RayExecutor:
         self._shared: str | None = None
         self._in_flight: set[Any] = set()
         self._closed = threading.Event()
+        self._computing: set[str] = set()  # the actors whose token-less firings go to the cluster (DRIVER_CPU)
 
     def watch(self, stopping: Callable[[], bool]) -> None:
         self.stopping = stopping  # a stop cancels the firings under way on the cluster
@@ -234,6 +242,14 @@ class RayExecutor:
         assert spec is not None
         if spec.kind == "agent":  # a model call waits, it does not compute: made here, with the run's clients and stop
             return execute(actor, plan, work_dir, base_dir, agents)
+        if not plan.takes and actor.path not in self._computing:
+            began = time.thread_time()
+            try:
+                return execute(actor, plan, work_dir, base_dir, agents)
+            finally:
+                if time.thread_time() - began >= DRIVER_CPU:
+                    with self._lock:
+                        self._computing.add(actor.path)
         self.start()
         job = Job(
             actor.path, actor.obj, plan.action.name if plan.action is not None else None, plan.values,
