@@ -9,6 +9,9 @@ flow of fifty actors needs as many worker processes as the cluster has CPUs, not
 is that the object travels with each firing (pickled both ways): keep big read-only data out of
 an actor's fields, or load it inside the action.
 
+What stays on the driver: agents (a model call waits) and a source's quick asks (DRIVER_CPU), so
+that a resume whose every firing replays starts or joins no cluster.
+
 What crosses: the actor's object, the firing's input values and its outputs, through Ray's
 object store (big ones are not copied through the driver more than the tape needs: the driver
 encodes every output for the tape, as it does with threads; nothing pickled is ever written)."""
