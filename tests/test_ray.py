@@ -352,32 +352,29 @@ def test_a_flow_importing_its_own_module_runs_on_the_workers(ray_address: str, r
     assert said.startswith("TAPE!") and said != f"TAPE!{os.getpid()}"  # it ran in another process
 
 
-LOCKED_FLOW = '''\
+LOCKED_FLOW = GEN_FLOW.format(body='''
 import threading
-
-from flowtape import Port, connect, task, workflow
 
 
 @task
 class Holder:
     class Ports:
+        In = Port[int](direction="in")
         Out = Port[int](direction="out")
 
     lock: object
-    done: bool = False
 
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
-        return 1
+    def action(self, x):
+        return x
 
 
 @workflow
 def main():
+    gen = Gen(n=1)
     holder = Holder(lock=threading.Lock())
+    connect(gen.Out, holder.In)
     connect(holder.Out, "Out")
-'''
+''')
 
 
 def test_an_actor_that_cannot_be_sent_fails_naming_it(ray_address: str, runs_dir: Path, write_flow) -> None:
