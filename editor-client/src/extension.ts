@@ -28,6 +28,7 @@ import { StepFinder } from "./stepFinder";
 import { Connection, commandFailed, errorText, withPlacement } from "./connection";
 import { StepPages } from "./stepPages";
 import { openOutputs, tellFinished } from "./outputsView";
+import { registerValueDocuments } from "./valueDocuments";
 import { StepMarks, type Now } from "./stepMarks";
 import { askGoTo, askResumeStep } from "./stepPrompts";
 import { GraphPanel } from "./graphPanel";
@@ -136,7 +137,7 @@ class Flowtape implements vscode.Disposable {
       followRun: (runId) => this.followRun(runId),
       tell: (message) => this.tell(message),
     };
-    this.disposables.push(new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
+    this.disposables.push(registerValueDocuments(), new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
   }
 
   // ---- server ----------------------------------------------------------------------------------

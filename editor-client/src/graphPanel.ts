@@ -4,6 +4,7 @@
  * side asks the server (flowtape/graph, stepDetail, queueTokens) and answers the page's clicks.
  */
 import * as vscode from "vscode";
+import { showValue } from "./valueDocuments";
 import { latestFiringStep, pictureState, type RunMarks } from "./core/picture";
 import { Methods, type FlowGraph, type GraphResult, type QueueTokensResult, type RunFinishedParams, type StepDetail, type StepInfo } from "./core/protocol";
 import type { StepStore } from "./core/stepStore";
@@ -227,10 +228,8 @@ export class GraphPanel implements vscode.Disposable {
     try {
       const r = await this.host.request<QueueTokensResult>(Methods.queueTokens, { runId, step, queue, limit: 10000 });
       const more = r.size > r.tokens.length ? `\n// … and ${r.size - r.tokens.length} more tokens` : "";
-      const doc = await vscode.workspace.openTextDocument({
-        language: "jsonc", content: `// ${r.id} after step ${r.step} of run ${r.runId}: ${r.size} token(s)\n${JSON.stringify(r.tokens, null, 2)}${more}\n`,
-      });
-      await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.Active });
+      const text = `// ${r.id} after step ${r.step} of run ${r.runId}: ${r.size} token(s)\n${JSON.stringify(r.tokens, null, 2)}${more}\n`;
+      await showValue(`queue-${queue}-step-${r.step}.jsonc`, text, vscode.ViewColumn.Active);
     } catch (e) {
       void vscode.window.showErrorMessage(`Flowtape: ${errorText(e)}`);
     }

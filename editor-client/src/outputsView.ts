@@ -2,6 +2,7 @@
  *  previewed, or why it failed) and its outputs opened whole in a JSON document. */
 import * as vscode from "vscode";
 import { finishMessage, shortRunId } from "./core/format";
+import { showValue } from "./valueDocuments";
 import { Methods, type RunFinishedParams, type RunOutputsResult } from "./core/protocol";
 
 type Request = <R>(method: string, params: unknown) => Promise<R | undefined>;
@@ -18,8 +19,7 @@ export async function openOutputs(request: Request, tell: (message: string) => v
   }
   if (!result) return;
   const shown = typeof port === "string" ? { [port]: result.outputs?.[port] ?? [] } : result.outputs;
-  const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(shown, null, 2) });
-  await vscode.window.showTextDocument(doc, { preview: true });
+  await showValue(`outputs-${shortRunId(runId)}${typeof port === "string" ? `-${port}` : ""}.json`, JSON.stringify(shown, null, 2));
 }
 
 /** A diverged replay and a failure are told for any run; a success, for a run started here (`mine`). */

@@ -17,6 +17,7 @@ import {
   type RunsResult,
 } from "./core/protocol";
 import { shortRunId } from "./core/format";
+import { valueDocument } from "./valueDocuments";
 
 /** What the extension's controller lends the what-if commands. */
 export interface WhatIfHost {
@@ -27,25 +28,6 @@ export interface WhatIfHost {
   run(runId: string): RunInfo | undefined;
   followRun(runId: string): void;
   tell(message: string): void;
-}
-
-const SCHEME = "flowtape-diff";
-
-/** The two sides of the diffs opened so far, by uri (read-only documents). */
-class DiffDocuments implements vscode.TextDocumentContentProvider {
-  private readonly texts = new Map<string, string>();
-  private n = 0;
-
-  put(name: string, text: string): vscode.Uri {
-    const uri = vscode.Uri.from({ scheme: SCHEME, path: `/${++this.n}/${name}.json` });
-    this.texts.set(uri.toString(), text);
-    if (this.texts.size > 200) this.texts.delete(this.texts.keys().next().value as string);
-    return uri;
-  }
-
-  provideTextDocumentContent(uri: vscode.Uri): string {
-    return this.texts.get(uri.toString()) ?? "(this diff is no longer open: compare the runs again)\n";
-  }
 }
 
 function errorText(e: unknown): string {
@@ -59,12 +41,10 @@ function runIdOf(arg: unknown): string | undefined {
 }
 
 export class WhatIf implements vscode.Disposable {
-  private readonly docs = new DiffDocuments();
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly host: WhatIfHost) {
     const reg = (id: string, fn: (...args: unknown[]) => unknown) => this.disposables.push(vscode.commands.registerCommand(id, fn));
-    this.disposables.push(vscode.workspace.registerTextDocumentContentProvider(SCHEME, this.docs));
     reg("flowtape.compareWith", (arg) => this.compareWith(runIdOf(arg) ?? host.current()?.runId));
     reg("flowtape.compareRuns", (arg) => this.compareRuns(arg));
     reg("flowtape.compareWithRecorded", (arg) => this.compareWithRecorded(runIdOf(arg) ?? host.current()?.runId));
@@ -145,14 +125,14 @@ export class WhatIf implements vscode.Disposable {
     const a = shortRunId(diff.a);
     const b = shortRunId(diff.b);
     if (!d) {
-      const left = this.docs.put(`outputs-${a}`, outputsText(diff.outputs.a));
-      const right = this.docs.put(`outputs-${b}`, outputsText(diff.outputs.b));
+      const left = valueDocument(`outputs-${a}.json`, outputsText(diff.outputs.a));
+      const right = valueDocument(`outputs-${b}.json`, outputsText(diff.outputs.b));
       await vscode.commands.executeCommand("vscode.diff", left, right, `outputs: ${a} ↔ ${b}`, { preview: true });
       return;
     }
     const name = `${d.actor.replace(/[^\w.-]+/g, "_")}-${d.fireCount}`;
-    const left = this.docs.put(`${name}-${a}`, firingText(d.a));
-    const right = this.docs.put(`${name}-${b}`, firingText(d.b));
+    const left = valueDocument(`${name}-${a}.json`, firingText(d.a));
+    const right = valueDocument(`${name}-${b}.json`, firingText(d.b));
     await vscode.commands.executeCommand("vscode.diff", left, right, `${d.actor} firing ${d.fireCount}: ${a} ↔ ${b}`, { preview: true });
   }
 

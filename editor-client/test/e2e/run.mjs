@@ -6,7 +6,9 @@
 //   node test/e2e/run.mjs       (expects the build and code-server to be there)
 //
 // Env: FLOWTAPE_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT_S (default 420),
-//      E2E_KEEP=1 keeps the temp folder, E2E_ONLY=whatif runs only the what-if stages.
+//      E2E_KEEP=1 keeps the temp folder, E2E_ONLY=a|b runs only the stages whose names contain
+//      `a` or `b` (and the set-up stages every stage needs), e.g. E2E_ONLY='what-if' or
+//      E2E_ONLY='15,000-step|big run' (a stage may need the one before it: pick both). Default: all.
 import { spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
@@ -48,8 +50,12 @@ async function screenshot(name) {
   }
 }
 
-/** Run one stage: prints progress, records pass/fail, screenshots on failure. */
-async function stage(name, fn, { critical = true } = {}) {
+const ONLY = (process.env.E2E_ONLY ?? "").split("|").filter(Boolean);
+
+/** Run one stage: prints progress, records pass/fail, screenshots on failure. A set-up stage
+ *  (`always`) runs whatever E2E_ONLY picks. */
+async function stage(name, fn, { critical = true, always = false } = {}) {
+  if (ONLY.length && !always && !ONLY.some((o) => name.includes(o))) return true;
   const start = Date.now();
   log(`▶ ${name}`);
   try {
@@ -422,7 +428,7 @@ async function whatIfStages(dirs) {
     await page.keyboard.press("Escape");
   }, { critical: false });
 
-  await (PENDING ? skipStage : stage)("what-if: Debug This Firing stops at a breakpoint with the recorded input", async () => {
+  await stage("what-if: Debug This Firing stops at a breakpoint with the recorded input", async () => {
     await runCommand("View: Close All Editors"); // the diff editor would take the keys below
     await openFile("whatif.py", "class Scale");
     await goToLine(lineOf(whatif, "# BREAK"));
@@ -493,13 +499,6 @@ async function showFlowTab() {
   await page.locator(".monaco-editor .view-lines", { hasText: "@workflow" }).first().waitFor({ timeout: 10000 });
 }
 
-// Stages that passed on their branch and fail since the branches were merged (docs: the session's
-// closing note): skipped, saying so, unless E2E_PENDING=1 runs them.
-const PENDING = !process.env.E2E_PENDING;
-async function skipStage(name) {
-  log(`SKIPPED (pending since the merge; E2E_PENDING=1 runs it): ${name}`);
-}
-
 async function main() {
   rmSync(RESULTS, { recursive: true, force: true });
   mkdirSync(RESULTS, { recursive: true });
@@ -515,7 +514,7 @@ async function main() {
   process.env.OPENAI_BASE_URL = `http://127.0.0.1:${model.address().port}/v1`;
   process.env.OPENAI_API_KEY = "sk-e2e-local-model";
 
-  await stage(`code-server starts on port ${port}`, () => startCodeServer(port, dirs));
+  await stage(`code-server starts on port ${port}`, () => startCodeServer(port, dirs), { always: true });
   await stage("workbench loads in chromium", async () => {
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -528,7 +527,7 @@ async function main() {
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.ws)}`, { timeout: 60000 });
     await page.locator(".monaco-workbench").waitFor({ timeout: 60000 });
     await page.locator(".part.activitybar").waitFor({ timeout: 30000 });
-  });
+  }, { always: true });
 
   await stage("open flow.py", async () => {
     for (let i = 0; i < 3; i++) {
@@ -547,7 +546,7 @@ async function main() {
         await page.waitForTimeout(1500);
       }
     }
-  });
+  }, { always: true });
 
   await stage("Flowtape view container in the activity bar, view visible", async () => {
     const item = page.locator('.part.activitybar .action-item a[aria-label^="Flowtape"], .part.activitybar .action-item[aria-label^="Flowtape"]').first();
@@ -558,7 +557,7 @@ async function main() {
     const header = sidebar().locator('.pane-header[aria-expanded="false"]', { hasText: /runs/i });
     if (await header.count()) await header.first().click();
     await screenshot("view-visible");
-  });
+  }, { always: true });
 
   if (!serverOk) {
     await stage("extension reports the missing server with a fix", async () => {
@@ -569,11 +568,6 @@ async function main() {
       await screenshot("server-missing-notification");
     }, { critical: false });
     throw new Error(`the Flowtape language server is missing (${PYTHON} cannot import flowtape_lsp.server): server-dependent checks not run`);
-  }
-
-  if (process.env.E2E_ONLY === "whatif") { // (while working on them: the what-if stages alone)
-    await whatIfStages(dirs);
-    return;
   }
 
   await stage("▶ Run code lens runs the flow", async () => {
@@ -607,7 +601,8 @@ async function main() {
     await page.locator(".notifications-toasts .notification-toast", { hasText: /Out = / }).first().locator("a, .monaco-button", { hasText: "Open Outputs" }).first().click();
     await page.locator(".monaco-editor .view-lines", { hasText: "reviewed alpha" }).first().waitFor({ timeout: 15000 });
     await screenshot("outputs-opened");
-    // (the outputs document stays open: closing an untitled one asks whether to save it)
+    const tab = page.locator(".tab.active").first();
+    check(!/\bdirty\b/.test((await tab.getAttribute("class")) ?? ""), "the outputs document should be read-only, not an unsaved untitled one (closing it would ask to save)");
     await showFlowTab();
   }, { critical: false });
 
@@ -759,7 +754,7 @@ async function main() {
 
   await whatIfStages(dirs);
 
-  await (PENDING ? skipStage : stage)("a composite step expands to its inner firings; F11 steps into them, Shift+F11 out", async () => {
+  await stage("a composite step expands to its inner firings; F11 steps into them, Shift+F11 out", async () => {
     await openFile("flow.py", "@workflow");
     await focusEditor();
     await page.keyboard.press("Alt+Home");
@@ -841,7 +836,7 @@ async function main() {
     await screenshot("never-ran");
   }, { critical: false });
 
-  await (PENDING ? skipStage : stage)("a 15,000-step run: the run row counts live, every step reachable, one step key timed", async () => {
+  await stage("a 15,000-step run: the run row counts live, every step reachable, one step key timed", async () => {
     await openFile("big.py", "@workflow");
     await clickRunLens();
     const counts = [];
@@ -912,8 +907,8 @@ async function main() {
     check(rows.some((r) => /^\d+ · \w+ · fire \d+.*\bµs\b/.test(r.replace(/\s+/g, " "))) || !rows.some((r) => /\b0 ms\b/.test(r)), `durations should be µs, not 0 ms: ${JSON.stringify(rows.slice(0, 6))}`);
   }, { critical: false });
 
-  // (on the 15,000-step run the stage before loads: pending with it)
-  await (PENDING ? skipStage : stage)("big run: filter the steps by actor, find a value, then show all steps again", async () => {
+  // (on the 15,000-step run the stage before loads)
+  await stage("big run: filter the steps by actor, find a value, then show all steps again", async () => {
     await focusEditor();
     await runCommand("Flowtape: Show Steps of One Actor…");
     const input = page.locator(".quick-input-widget input");
@@ -936,7 +931,7 @@ async function main() {
     await waitRows((rs) => rs.some((r) => /^steps 14,001–15,000/.test(r)) && !rs.some((r) => /^value "/.test(r)), "all steps again, in their groups", 20000);
   }, { critical: false });
 
-  await (PENDING ? skipStage : stage)("installing: an interpreter lacking flowtape gets the wheel the extension carries", async () => {
+  await stage("installing: an interpreter lacking flowtape gets the wheel the extension carries", async () => {
     const bare = join(tmp, "bare-venv");
     const made = spawnSync("python3", ["-m", "venv", bare], { encoding: "utf8", timeout: 120000 });
     check(made.status === 0, `python3 -m venv failed: ${made.stderr}`);
