@@ -277,7 +277,10 @@ async function openFile(name, marker = "") {
   }
 }
 
-async function clickRunLens() {
+/** Click the ▶ Run lens above `file`'s workflow (its line brought into view first: a lens draws only
+ *  in the viewport, and a panel such as the Debug Console, open since a debug session, halves it). */
+async function clickRunLens(file) {
+  await goToLine(lineOf(file, "@workflow"));
   const lens = page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first();
   await lens.waitFor({ timeout: 60000 });
   await lens.click();
@@ -462,6 +465,7 @@ async function whatIfStages(dirs) {
     await showFlowtapeView();
     await waitRows((rs) => rs.filter((r) => /forked from .* @ step 1 \(1 edit\)/.test(r)).length >= 2 && !rs.some((r) => /running/.test(r)), "the debug run (the fork forked again) in the tree, ended", 30000);
     await screenshot("debug-done");
+    await runCommand("View: Hide Panel"); // (the Debug Console the session opened: the editor gets its height back)
   }, { critical: false });
 }
 
@@ -778,7 +782,7 @@ async function main() {
   await stage("a failed run: the failed firing's row, its traceback, an Error on the line that raised", async () => {
     await openFile("failing.py", "@workflow");
     const failing = join(dirs.ws, "failing.py");
-    await clickRunLens();
+    await clickRunLens(join(dirs.ws, "failing.py"));
     const rows = await waitRows((rs) => rs.some((r) => /^picky · fire 2 failed.*took 2 .*two is not allowed/.test(r)), "a row `picky · fire 2 failed · took 2 · ValueError: two is not allowed`", 45000);
     check(rows.some((r) => /^check · failing\.py:\d+/.test(r)), `the traceback's own frame \`check · failing.py:N\` should be listed: ${JSON.stringify(rows.slice(0, 14))}`);
     const expected = [lineOf(failing, 'raise ValueError("two is not allowed")'), lineOf(failing, "picky = Picky()")];
@@ -800,7 +804,7 @@ async function main() {
 
   await stage("▶ Run on a workflow with declared inputs asks for each (type shown), then runs with them", async () => {
     await openFile("scaled.py", "@workflow");
-    await clickRunLens();
+    await clickRunLens(join(dirs.ws, "scaled.py"));
     const widget = page.locator(".quick-input-widget");
     const input = widget.locator("input");
     await input.waitFor({ state: "visible", timeout: 15000 });
@@ -819,7 +823,7 @@ async function main() {
     const toast = await waitToast(/succeeded · 1 step · Out = \[21\]/, 45000);
     log(`  ${toast.slice(0, 120)}`);
     // the next ▶ Run offers the last values again
-    await clickRunLens();
+    await clickRunLens(join(dirs.ws, "scaled.py"));
     await input.waitFor({ state: "visible", timeout: 15000 });
     const offered = await input.inputValue();
     check(offered === "3", `the last value of In should be offered again, is ${JSON.stringify(offered)}`);
@@ -838,7 +842,7 @@ async function main() {
 
   await stage("a 15,000-step run: the run row counts live, every step reachable, one step key timed", async () => {
     await openFile("big.py", "@workflow");
-    await clickRunLens();
+    await clickRunLens(join(dirs.ws, "big.py"));
     const counts = [];
     const deadline = Date.now() + 90000;
     while (Date.now() < deadline) {
