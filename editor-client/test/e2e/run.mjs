@@ -264,7 +264,7 @@ async function openFile(name, marker = "") {
       await page.keyboard.press("Control+P");
       const input = page.locator(".quick-input-widget input");
       await input.waitFor({ state: "visible", timeout: 5000 });
-      await input.fill(name);
+      await input.fill(join(tmp, "workspace", name)); // (its whole path: the one file, first, whatever else matches the name)
       await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
       await page.keyboard.press("Enter");
       await page.locator(".tab.active", { hasText: name }).first().waitFor({ timeout: 10000 });
