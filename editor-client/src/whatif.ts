@@ -4,6 +4,7 @@
  * new run goes on from them), and the "Compare with the recorded run" code action on a divergence.
  */
 import * as vscode from "vscode";
+import { ReadOnlyDocuments } from "./readOnlyDocs";
 import { diffItems, diffSummary, firingText, outputsText, type DiffItem } from "./core/diffView";
 import {
   Methods,
@@ -17,7 +18,6 @@ import {
   type RunsResult,
 } from "./core/protocol";
 import { shortRunId } from "./core/format";
-import { valueDocument } from "./valueDocuments";
 
 /** What the extension's controller lends the what-if commands. */
 export interface WhatIfHost {
@@ -41,10 +41,12 @@ function runIdOf(arg: unknown): string | undefined {
 }
 
 export class WhatIf implements vscode.Disposable {
+  private readonly docs = new ReadOnlyDocuments("flowtape-diff", "(this diff is no longer open: compare the runs again)\n");
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly host: WhatIfHost) {
     const reg = (id: string, fn: (...args: unknown[]) => unknown) => this.disposables.push(vscode.commands.registerCommand(id, fn));
+    this.disposables.push(this.docs);
     reg("flowtape.compareWith", (arg) => this.compareWith(runIdOf(arg) ?? host.current()?.runId));
     reg("flowtape.compareRuns", (arg) => this.compareRuns(arg));
     reg("flowtape.compareWithRecorded", (arg) => this.compareWithRecorded(runIdOf(arg) ?? host.current()?.runId));
@@ -125,14 +127,14 @@ export class WhatIf implements vscode.Disposable {
     const a = shortRunId(diff.a);
     const b = shortRunId(diff.b);
     if (!d) {
-      const left = valueDocument(`outputs-${a}.json`, outputsText(diff.outputs.a));
-      const right = valueDocument(`outputs-${b}.json`, outputsText(diff.outputs.b));
+      const left = this.docs.put(`outputs-${a}`, outputsText(diff.outputs.a));
+      const right = this.docs.put(`outputs-${b}`, outputsText(diff.outputs.b));
       await vscode.commands.executeCommand("vscode.diff", left, right, `outputs: ${a} ↔ ${b}`, { preview: true });
       return;
     }
     const name = `${d.actor.replace(/[^\w.-]+/g, "_")}-${d.fireCount}`;
-    const left = valueDocument(`${name}-${a}.json`, firingText(d.a));
-    const right = valueDocument(`${name}-${b}.json`, firingText(d.b));
+    const left = this.docs.put(`${name}-${a}`, firingText(d.a));
+    const right = this.docs.put(`${name}-${b}`, firingText(d.b));
     await vscode.commands.executeCommand("vscode.diff", left, right, `${d.actor} firing ${d.fireCount}: ${a} ↔ ${b}`, { preview: true });
   }
 

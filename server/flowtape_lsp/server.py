@@ -122,7 +122,7 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, graphs, inputs, inspect, outputs, search, whatif
+    from . import codelens, commands, graphs, inputs, inspect, outputs, search, timeline, whatif
 
     server = FlowtapeServer()
 
@@ -191,6 +191,7 @@ def create_server() -> FlowtapeServer:
     inputs.register(server)
     search.register(server)
     graphs.register(server)
+    timeline.register(server)
     return server
 
 

@@ -8,7 +8,8 @@
 // Env: FLOWTAPE_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT_S (default 420),
 //      E2E_KEEP=1 keeps the temp folder, E2E_ONLY=a|b runs only the stages whose names contain
 //      `a` or `b` (and the set-up stages every stage needs), e.g. E2E_ONLY='what-if' or
-//      E2E_ONLY='15,000-step|big run' (a stage may need the one before it: pick both). Default: all.
+//      E2E_ONLY='15,000-step|big run' (a stage may need the one before it: pick both; the graph's:
+//      E2E_ONLY='▶ Run code lens|steps stream|Graph|graph|clicking|timeline'). Default: all.
 import { spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
