@@ -504,7 +504,10 @@ class Flowtape implements vscode.Disposable {
     if (!editor && openEditor) {
       try {
         this.navigatingTo = uri.toString();
-        editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true });
+        // in the group that has the file's tab, if one has: not over the graph or the detail panel
+        // the user clicked in (the active group then)
+        const group = vscode.window.tabGroups.all.find((g) => g.tabs.some((t) => t.input instanceof vscode.TabInputText && t.input.uri.toString() === uri.toString()));
+        editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true, viewColumn: group?.viewColumn });
       } catch (e) {
         this.log(`cannot open ${site.uri}: ${String(e)}`);
       } finally {
