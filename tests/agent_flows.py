@@ -141,6 +141,82 @@ def main():
     connect(chat.answer, "answer")
 '''
 
+TWO_PORTS = '''
+from flowtape import Port, agent, connect, workflow
+
+
+@agent(prompt="Review it.", transport="openai", model="gpt-test", repair=0)
+class Review:
+    class Ports:
+        draft = Port[str](direction="in")
+        verdict = Port[str](direction="out")
+        score = Port[int](direction="out")
+
+
+@workflow
+def main():
+    review = Review()
+    connect("draft", review.draft)
+    connect(review.verdict, "verdict")
+    connect(review.score, "score")
+'''
+
+
+TWO_DRAFTS = '''
+from flowtape import Port, agent, connect, task, workflow
+
+
+@task
+class Drafts:
+    class Ports:
+        Out = Port[str](direction="out")
+
+    i: int = 0
+
+    def action(self):
+        if self.i >= 2:
+            return None
+        self.i += 1
+        return f"d{self.i}"
+
+
+@agent(prompt="Review it.", transport="openai", model="gpt-test")
+class Review:
+    class Ports:
+        draft = Port[str](direction="in")
+        verdict = Port[str](direction="out")
+        score = Port[int](direction="out")
+
+
+@workflow
+def main():
+    drafts = Drafts()
+    review = Review()
+    connect(drafts.Out, review.draft)
+    connect(review.verdict, "verdict")
+    connect(review.score, "score")
+'''
+
+
+FILE_IN = '''
+from flowtape import File, Port, agent, connect, workflow
+
+
+@agent(prompt="Summarise the document.", transport="openai", model="gpt-test")
+class Reader:
+    class Ports:
+        doc = Port[File](direction="in")
+        summary = Port[str](direction="out")
+
+
+@workflow
+def main():
+    reader = Reader()
+    connect("doc", reader.doc)
+    connect(reader.summary, "summary")
+'''
+
+
 def _cli_env(server: ModelServer) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     return {**env, "OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": KEY}

@@ -155,12 +155,13 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             os.killpg(head.pid, signal.SIGKILL)  # its session: whatever of it is left
         shutil.rmtree(temp, ignore_errors=True)
 @pytest.fixture
-def clean_env(monkeypatch):
-    """No variable that configures a model (agent tests: each says what it uses)."""
+def clean_env(monkeypatch, tmp_path):
+    """No variable that configures a model, nor wfpy's config file (agent tests: each says what it uses)."""
     from agent_flows import ENV_VARS
 
     for name in ENV_VARS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # (where agents.config reads wfpy's file)
 
 
 @pytest.fixture

@@ -62,7 +62,11 @@ class Event:
     error: str = ""  # the error's message, in the provider's error body
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
-    raw: bytes | None = None  # a body sent as it is (no JSON)
+    raw: bytes | None = None  # a body sent as it is (JSON or not)
+    kind: str = "text/html"  # the raw body's content type
+    cut: bool = False  # the connection is closed halfway through the body (a dropped answer)
+    finish: str = ""  # the answer's finish_reason (OpenAI) or stop_reason (Anthropic), when not the usual one
+    refusal: str = ""  # OpenAI's refusal: the message has no content, only this
 
 
 def outputs_for(seen: Seen) -> dict[str, Any]:
@@ -109,13 +113,14 @@ class ModelServer:
                 if event.delay:
                     time.sleep(event.delay)
                 if event.raw is not None:
-                    self._send(event.status, event.raw, "text/html", event.headers)
+                    self._send(event.status, event.raw, event.kind, event.headers, event.cut)
                 elif event.status != 200:
                     self._send(event.status, json.dumps(_error(seen, event)).encode(), "application/json", event.headers)
                 else:
-                    self._send(200, json.dumps(_answer(seen, event.content)).encode(), "application/json", event.headers)
+                    self._send(200, json.dumps(_answer(seen, event)).encode(), "application/json", event.headers,
+                               event.cut)
 
-            def _send(self, status: int, data: bytes, kind: str, headers: dict[str, str]) -> None:
+            def _send(self, status: int, data: bytes, kind: str, headers: dict[str, str], cut: bool = False) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("content-type", kind)
@@ -123,7 +128,9 @@ class ModelServer:
                     for name, value in headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    self.wfile.write(data[: len(data) // 2] if cut else data)
+                    if cut:
+                        self.close_connection = True
                 except (BrokenPipeError, ConnectionResetError):  # the client left (a stopped call)
                     pass
 
@@ -150,13 +157,16 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _answer(seen: Seen, content: str | dict[str, Any] | None) -> dict[str, Any]:
+def _answer(seen: Seen, event: Event) -> dict[str, Any]:
+    content = event.content
     asked = _tokens(json.dumps(seen.body.get("messages", [])) + json.dumps(seen.body.get("system", "")))
     model = seen.body.get("model", "")
     if seen.provider == "openai":
         text = content if isinstance(content, str) else json.dumps(content)
+        message = {"role": "assistant", "content": None, "refusal": event.refusal} if event.refusal else {
+            "role": "assistant", "content": text}
         return {"id": f"chatcmpl-{len(seen.body)}", "object": "chat.completion", "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": event.finish or "stop"}],
                 "usage": {"prompt_tokens": asked, "completion_tokens": _tokens(text), "total_tokens": asked + _tokens(text)}}
     if isinstance(content, dict) and seen.body.get("tools"):
         blocks: list[dict[str, Any]] = [{"type": "tool_use", "id": "toolu_01", "name": seen.body["tools"][0]["name"],
@@ -166,7 +176,7 @@ def _answer(seen: Seen, content: str | dict[str, Any] | None) -> dict[str, Any]:
         said = content if isinstance(content, str) else json.dumps(content)
         blocks = [{"type": "text", "text": said}]
     return {"id": "msg_01", "type": "message", "role": "assistant", "model": model, "content": blocks,
-            "stop_reason": "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn", "stop_sequence": None,
+            "stop_reason": event.finish or ("tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"), "stop_sequence": None,
             "usage": {"input_tokens": asked, "output_tokens": _tokens(said)}}
 
 

@@ -5,7 +5,6 @@ real requests to it. Nothing here patches an SDK. (test_agents_cli.py: the same 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -13,7 +12,6 @@ from agent_flows import (
     ENV_VARS,
     GEN_CHAT,
     KEY,
-    MULTI_TURN,
     THREE_AGENTS,
     _end,
     _firings,
@@ -50,7 +48,8 @@ def test_a_three_agent_flow_calls_the_model_and_the_tape_keeps_every_answer(prov
         assert first.headers["authorization"] == f"Bearer {KEY}"
     else:
         assert KEY in (first.headers.get("x-api-key"), first.headers.get("authorization", "").removeprefix("Bearer "))
-        assert first.body["max_tokens"] == 4096
+        assert first.body["max_tokens"] == 4096  # (the Messages API needs one)
+    assert "max_tokens" not in first.body or provider == "anthropic"  # an OpenAI-compatible server: its own bound
     # each answer went on as the next agent's input; the int port got an int
     score = server.requests[2].payload()["inputs"]["score"]
     assert isinstance(score, int)
@@ -65,75 +64,6 @@ def test_a_three_agent_flow_calls_the_model_and_the_tape_keeps_every_answer(prov
     assert usage is not None and usage.calls == 3 and usage.replayedCalls == 0
     assert usage.inputTokens == sum(f.calls[0].inputTokens for f in firings)
     assert _end(result.run_dir).usage == usage
-
-
-def test_structured_output_asks_with_a_json_schema_from_the_port_types(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    _run(_flow(write_flow), runs_dir)
-    schema = server.requests[1].body["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["outputs"]["properties"] == {"score": {"type": "integer"}}
-    assert schema["properties"]["outputs"]["required"] == ["score"]
-
-
-def test_anthropic_answers_through_its_forced_answer_tool(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server, "anthropic")
-    _run(_flow(write_flow, "anthropic", "claude-test"), runs_dir)
-    body = server.requests[1].body
-    assert body["tool_choice"] == {"type": "tool", "name": body["tools"][0]["name"]}
-    assert body["tools"][0]["input_schema"]["properties"]["outputs"]["properties"]["score"] == {"type": "integer"}
-
-
-@pytest.mark.parametrize("text", [
-    '```json\n{"outputs": {"score": 7}}\n```',
-    'Here is my answer: {"outputs": {"score": 7}} Hope it helps.',
-])
-def test_a_server_without_structured_outputs_gets_its_text_parsed(text, server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    def model(seen):
-        prompt = seen.system()[0]
-        return text if prompt.startswith("Score") else {"outputs": {"draft" if prompt.startswith("Draft") else "verdict": "ok"}}
-
-    server.model = model
-    server.then(Event(None, 400, "response_format json_schema is not supported"))
-    result = _run(_flow(write_flow), runs_dir)
-    assert result.status == "succeeded", result.error
-    assert "response_format" in server.requests[0].body and "response_format" not in server.requests[1].body
-    assert server.requests[-1].payload()["inputs"]["score"] == 7
-
-
-def test_a_bad_answer_is_repaired_with_the_error_said_to_the_model(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    server.then(Event({"outputs": {"draft": "ok"}}), Event({"outputs": {"score": "high"}}))
-    result = _run(_flow(write_flow), runs_dir)
-    assert result.status == "succeeded", result.error
-    repair = server.requests[2].body["messages"]
-    assert repair[-2] == {"role": "assistant", "content": '{"outputs": {"score": "high"}}'}
-    assert "'score' expects int" in repair[-1]["content"]
-    firings = _firings(result.run_dir)
-    assert [len(f.calls) for f in firings] == [1, 2, 1]  # a repair is a call of its own
-    assert read_summary(result.run_dir).usage.calls == 4
-
-
-def test_an_answer_still_bad_after_the_repairs_fails_the_firing_atomically(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    server.model = lambda seen: "I would rather not answer in JSON."
-    result = _run(_flow(write_flow, extra=", repair=1"), runs_dir)
-    assert result.status == "failed"
-    message = result.error.message
-    assert message.startswith("draft failed on firing 1") and "after 1 repair(s)" in message and "no JSON object" in message
-    assert len(server.requests) == 2
-    assert _firings(result.run_dir) == []  # the firing did not happen: its token is back in its queue
-    assert ("$.ticket->draft.ticket", 1) in _end(result.run_dir).leftovers
-    assert read_summary(result.run_dir).usage.calls == 2  # what the failed firing cost is still told
-
-
-def test_a_wrong_type_names_the_port_and_what_was_wrong(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    server.then(Event({"outputs": {"draft": "ok"}}), Event({"outputs": {"score": [1]}}))
-    result = _run(_flow(write_flow, extra=", repair=0"), runs_dir)
-    assert result.status == "failed"
-    assert "score failed on firing 1" in result.error.message
-    assert "output port 'score' expects int, but the answer gives '[1]'" in result.error.message
 
 
 def test_429_and_5xx_are_retried_honouring_retry_after(server, write_flow, runs_dir, monkeypatch):
@@ -169,21 +99,46 @@ def test_an_unreachable_endpoint_fails_naming_it_never_the_key(write_flow, runs_
     assert KEY not in result.error.message and KEY not in (result.error.traceback or "")
 
 
-def test_a_slow_answer_past_the_timeout_fails_the_firing(server, write_flow, runs_dir, monkeypatch):
+def test_a_slow_answer_past_the_timeout_is_asked_again_then_fails_the_firing(server, write_flow, runs_dir, monkeypatch):
     _use(monkeypatch, server)
     server.then(Event({"outputs": {"draft": "late"}}, delay=1.5))
-    result = _run(_flow(write_flow, extra=", timeout=0.3, retries=0"), runs_dir)
+    result = _run(_flow(write_flow, extra=", timeout=0.3, retries=1"), runs_dir)
+    assert result.status == "succeeded", result.error  # the second try came in time
+    assert len(server.requests) == 4 and result.outputs["verdict"]
+    server.then(*[Event({"outputs": {"draft": "late"}}, delay=1.5)] * 2)
+    result = _run(_flow(write_flow, extra=", timeout=0.3, retries=1"), runs_dir)
     assert result.status == "failed"
-    assert f"{server.url}/v1 did not answer within 0.3 s" in result.error.message
+    assert f"{server.url}/v1 did not answer within 0.3 s (tried 2 times)" in result.error.message
 
 
-def test_a_body_that_is_no_json_fails_the_firing_clearly(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    server.then(Event(raw=b"<html>gateway</html>"))
-    result = _run(_flow(write_flow, extra=", retries=0"), runs_dir)
+GARBAGE = {  # what a server, a proxy or a gateway may answer instead of a model's reply, and what the error says
+    "an HTML page": (Event(raw=b"<html><body><h1>Bad gateway</h1></body></html>"),
+                     "answered something that is no {what}: 'Bad gateway'"),
+    "JSON of another shape": (Event(raw=b'{"result": "ok"}', kind="application/json"),
+                              {"openai": "no chat completion: it has no choices", "anthropic": 'no Messages API reply: {"result": "ok"}'}),
+    "an error with status 200": (Event(raw=b'{"error": {"message": "upstream provider failed", "code": 502}}', kind="application/json"),
+                                 "answered something that is no {what}: its error: upstream provider failed"),
+    "an empty body": (Event(raw=b"", kind="application/json"), "answered something that is no {what}"),
+    "a body cut off halfway": (Event({"outputs": {"draft": "x"}}, cut=True), "broke off before its answer came whole"),
+    "an HTML error page": (Event(raw=b"<html><body><center>502 Bad Gateway</center><hr>nginx</body></html>", status=502),
+                           "answered HTTP 502 for model m: 502 Bad Gateway nginx"),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("garbage", list(GARBAGE))
+def test_a_reply_that_is_no_models_answer_fails_the_firing_clearly(garbage, provider, server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server, provider)
+    event, said = GARBAGE[garbage]
+    said = said[provider] if isinstance(said, dict) else said
+    server.then(event)
+    result = _run(_flow(write_flow, provider, "m", extra=", retries=0"), runs_dir)
     assert result.status == "failed"
-    assert "answered something that is no chat completion" in result.error.message
-    assert "Traceback" not in result.error.message
+    message = result.error.message
+    what = "chat completion" if provider == "openai" else "Messages API reply"
+    assert message.startswith("draft failed on firing 1") and said.replace("{what}", what) in message, message
+    assert "Traceback" not in message and "Error:" not in message  # (said, not an exception's repr)
+    assert _firings(result.run_dir) == [] and ("$.ticket->draft.ticket", 1) in _end(result.run_dir).leftovers
 
 
 def test_a_missing_key_or_model_is_said_before_anything_runs(server, write_flow, runs_dir, monkeypatch):
@@ -209,6 +164,23 @@ def test_http_picks_the_provider_as_wfpy_does(server, write_flow, runs_dir, monk
     monkeypatch.setenv("WF_AGENT_MODEL", "claude-from-env")
     assert _run(_flow(write_flow, "http", ""), runs_dir).status == "succeeded"
     assert {r.body["model"] for r in server.requests} == {"claude-from-env"}
+    # OpenRouter, with its own key variable: the OpenAI API, the rest of the name being OpenRouter's model
+    server.requests.clear()
+    for name in ("WF_AGENT_PROVIDER", "WF_AGENT_MODEL", "WF_AGENT_TOKEN"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("WF_AGENT_ENDPOINT", server.url + "/v1/chat/completions")
+    monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
+    assert _run(_flow(write_flow, "http", "openrouter/meta-llama/llama-3-70b"), runs_dir).status == "succeeded"
+    assert {(r.path, r.body["model"], r.headers["authorization"]) for r in server.requests} == {
+        ("/v1/chat/completions", "meta-llama/llama-3-70b", f"Bearer {KEY}")}
+    # a local Ollama takes any key: none is needed; wfpy's AGENT_API_KEY comes before a provider's own
+    server.requests.clear()
+    assert _run(_flow(write_flow, "http", "ollama/llama3"), runs_dir).status == "succeeded"
+    assert {(r.body["model"], r.headers["authorization"]) for r in server.requests} == {("llama3", "Bearer ollama")}
+    server.requests.clear()
+    monkeypatch.setenv("AGENT_API_KEY", "sk-agent-key")
+    assert _run(_flow(write_flow, "http", "openrouter/x"), runs_dir).status == "succeeded"
+    assert {r.headers["authorization"] for r in server.requests} == {"Bearer sk-agent-key"}
 
 
 def test_the_agents_own_arguments_come_before_the_environment(server, write_flow, runs_dir, monkeypatch):
@@ -219,6 +191,26 @@ def test_the_agents_own_arguments_come_before_the_environment(server, write_flow
     result = _run(flow, runs_dir)
     assert result.status == "succeeded", result.error
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}" and server.requests[0].body["model"] == "gpt-test"
+
+
+def test_wfpys_config_file_is_read_after_the_environment(server, write_flow, runs_dir, monkeypatch, tmp_path):
+    config = tmp_path / "config" / "wf-lang" / "config.json"  # (clean_env points XDG_CONFIG_HOME there)
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"agent": {"provider": "anthropic", "model": "claude-filed"},
+                                  "agents": {"anthropic": {"endpoint": server.url + "/v1/messages", "token": KEY}}}))
+    assert _run(_flow(write_flow, "http", ""), runs_dir).status == "succeeded"
+    assert {(r.path, r.body["model"]) for r in server.requests} == {("/v1/messages", "claude-filed")}
+    assert KEY in str(server.requests[0].headers)
+    server.requests.clear()
+    monkeypatch.setenv("WF_AGENT_MODEL", "claude-from-env")  # the environment comes first
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    assert _run(_flow(write_flow, "http", ""), runs_dir).status == "succeeded"
+    assert {r.body["model"] for r in server.requests} == {"claude-from-env"}
+    assert "sk-ant-from-env" in str(server.requests[0].headers) and KEY not in str(server.requests[0].headers)
+    config.write_text("{not json")  # a broken file is no configuration (as wfpy reads it)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(FlowError, match="agent draft has no API key for openai"):
+        _run(_flow(write_flow, "http", "gpt-test"), runs_dir)
 
 
 def test_a_resume_at_the_last_step_sends_nothing_and_says_what_it_saved(server, write_flow, runs_dir, monkeypatch):
@@ -266,18 +258,6 @@ def test_a_changed_prompt_makes_that_agent_diverge(server, write_flow, runs_dir,
     assert len(server.requests) == 1 and server.requests[0].body["messages"][0]["content"].startswith("Tell me")
 
 
-def test_a_file_output_is_written_into_the_runs_work_folder(server, write_flow, runs_dir, monkeypatch):
-    _use(monkeypatch, server)
-    server.then(Event({"outputs": {"note": "# first"}}), Event({"outputs": {"note": "# second"}}))
-    flow = load_flow(str(_flow(write_flow, source=MULTI_TURN)), None)
-    result = execute(flow, {"topic": "tapes"}, runs_dir=runs_dir)
-    assert result.status == "succeeded", result.error
-    path = Path(result.outputs["note"][0])
-    assert path.parent == result.run_dir / "work" and path.suffix == ".md" and path.read_text() == "# first"
-    schema = server.requests[0].body["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["outputs"]["properties"]["note"]["type"] == "string"
-
-
 def test_multi_turn_sends_the_actors_history_back(server, write_flow, runs_dir, monkeypatch):
     _use(monkeypatch, server)
     flow = load_flow(str(_flow(write_flow, source=GEN_CHAT)), None)
@@ -289,6 +269,22 @@ def test_multi_turn_sends_the_actors_history_back(server, write_flow, runs_dir, 
     assert json.loads(second[4]["content"])["inputs"] == {"question": "q2"}
     chats = [msgspec.json.decode(f.chat) for f in _firings(result.run_dir) if f.actor == "chat"]
     assert [len(c) for c in chats] == [2, 2]  # each firing records the messages it added, not the whole history
+
+
+def test_a_resume_sends_the_replayed_turns_back_as_the_chat_history(server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    flow = _flow(write_flow, source=GEN_CHAT.replace('model="gpt-test"', 'model="gpt-test", retries=0'))
+    server.then(Event({"outputs": {"answer": "first answer"}}), Event(None, 500, "down"))
+    failed = execute(load_flow(str(flow), None), {}, runs_dir=runs_dir)
+    assert failed.status == "failed"
+    server.requests.clear()
+    resumed = execute(load_flow(str(flow), None), runs_dir=runs_dir, resume_from=failed.run_id)
+    assert resumed.status == "succeeded", resumed.error
+    (asked,) = server.requests  # the first turn replayed: only the second is asked, with the first as history
+    turns = [m for m in asked.body["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in turns] == ["user", "assistant", "user"]
+    assert json.loads(turns[1]["content"]) == {"outputs": {"answer": "first answer"}}
+    assert json.loads(turns[2]["content"])["inputs"] == {"question": "q2"}
 
 
 def test_a_price_table_puts_a_cost_on_the_calls_and_on_what_a_resume_saved(server, write_flow, runs_dir, monkeypatch, tmp_path):
@@ -369,3 +365,11 @@ def test_a_transport_flowtape_does_not_have_is_refused_where_it_is_named(transpo
 def test_wfpys_offline_transport_is_the_mock(write_flow, runs_dir):
     result = _run(_flow(write_flow, "OFFLINE"), runs_dir)
     assert result.status == "succeeded" and result.outputs == {"verdict": ["mock:verdict"]}
+
+
+@pytest.mark.parametrize("transport", [None, "", " HTTP "])
+def test_no_transport_is_http_as_in_wfpy(transport, server, write_flow, runs_dir, monkeypatch):
+    _use(monkeypatch, server)
+    result = _run(_flow(write_flow, transport), runs_dir)
+    assert result.status == "succeeded", result.error
+    assert len(server.requests) == 3

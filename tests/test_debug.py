@@ -178,3 +178,27 @@ def test_a_forks_first_live_firing_is_debugged_with_the_edited_input(tmp_path):
     # the fork's edits come after its step: the debug run forks its source again, with the same edit
     summary = json.loads((tmp_path / ".flowtape" / "runs" / "dbg" / "run.json").read_text())
     assert (summary["resumedFrom"], summary["resumedAtStep"], summary["edits"]) == ("rec", 4, 1)
+
+
+def test_a_firing_inside_a_loop_body_is_debugged_with_the_loop_between_two_items(tmp_path):
+    """Step 4 of review.py leaves its loop between two items: the resume before the firing puts the
+    loop back there, and the body's triage fires live on the third draft, as recorded."""
+    review = EXAMPLES / "review.py"
+    _flowtape("run", str(review), "--run-id", "rec", "--max-workers", "1", cwd=tmp_path)
+    line = next(i for i, text in enumerate(review.read_text().splitlines(), start=1) if text.strip() == "return draft")
+    proc, port, said = _start_debug(tmp_path, "rec", "--step", "5", "--actor", "triage", "--then", "live", "--run-id", "dbg")
+    try:
+        client = _attach(port, {str(review): [line]})
+        stopped = client.event("stopped")["body"]
+        seen = _locals(client, stopped["threadId"])
+        assert seen["draft"] == "'Resume at any step replays the recorded firings.'" and seen["verdict"] == "'approve'"
+        client.request("setBreakpoints", source={"path": str(review)}, breakpoints=[])
+        client.request("continue", threadId=stopped["threadId"])
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "debugging triage's firing 3 (step 5 of run rec): steps 1 to 4 replay from the tape" in said
+    assert "took other inputs" not in err and "4 drafts reviewed: 2 approved, 2 revised" in out

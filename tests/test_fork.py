@@ -181,9 +181,8 @@ def test_every_misfit_edit_is_refused_before_anything_runs(cli, tmp_path, edit, 
     ("reviewer.answer.Verdict=3", "output Verdict of Reviewer takes str, not int 3"),
     ("reviewer.answer.Nope=1", "Reviewer has no output port 'Nope' (its outputs: Verdict, Note)"),
     ('reviewer.answer={"Verdict": 3}', "output Verdict of Reviewer takes str, not int 3"),
-    ("report.approved=[]", "loop drafts is between two items at step 4"),  # a value needs the run whole at the step
 ])
-def test_misfit_answers_and_edits_without_one_picture_are_refused(cli, tmp_path, edit, said):
+def test_misfit_answers_are_refused(cli, tmp_path, edit, said):
     cli("run", REVIEW, "--run-id", "a")
     code, _, err = cli("run", REVIEW, "--resume-from", "a", "--at-step", "4", "--set", edit, "--run-id", "f")
     assert code == 2, err

@@ -19,7 +19,7 @@ from conftest import EXAMPLES, GEN_FLOW, REPO, line_of, loopback_only
 from flowtape.cli import main as cli_main
 from flowtape.loader import load_flow
 from flowtape.runner import RunResult, execute
-from flowtape.tape import encode_record, read_tape
+from flowtape.tape import Firing, encode_record, read_tape
 from flowtape.verify import verify
 from test_examples import EXPECTED
 
@@ -350,6 +350,57 @@ def test_a_flow_importing_its_own_module_runs_on_the_workers(ray_address: str, r
     assert result.status == "succeeded", result.error
     (said,) = result.outputs["Out"]
     assert said.startswith("TAPE!") and said != f"TAPE!{os.getpid()}"  # it ran in another process
+
+
+AGENT_FLOW = GEN_FLOW.format(body='''
+import os
+
+from flowtape import agent
+
+
+@task
+class Where:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[str](direction="out")
+
+    def action(self, x):
+        return str(os.getpid())
+
+
+@agent(prompt="Say where it ran.", transport="openai", model="ray-model")
+class Say:
+    class Ports:
+        pid = Port[str](direction="in")
+        said = Port[str](direction="out")
+
+
+@workflow
+def main():
+    gen = Gen(n=1)
+    where = Where()
+    say = Say()
+    connect(gen.Out, where.In)
+    connect(where.Out, say.pid)
+    connect(say.said, "said")
+''')
+
+
+def test_an_agent_calls_its_model_from_the_driver_while_tasks_go_to_the_cluster(
+    ray_address: str, runs_dir: Path, write_flow, server, monkeypatch
+) -> None:
+    # (the key and the endpoint are the driver's alone: the cluster's workers never see them)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ray-test")
+    result = execute(load_flow(write_flow(AGENT_FLOW)), runs_dir=runs_dir, executor="ray", ray_address=ray_address)
+    assert result.status == "succeeded", result.error
+    (request,) = server.requests
+    worker = request.payload()["inputs"]["pid"]
+    assert worker != str(os.getpid())  # the task ran on the cluster
+    assert result.outputs["said"] == [f"said of {json.dumps({'pid': worker})}"]
+    (firing,) = [r for r in read_tape(runs_dir / result.run_id / "tape.jsonl").records() if isinstance(r, Firing) and r.actor == "say"]
+    assert firing.calls and firing.calls[0].model == "ray-model"
+    assert result.usage is not None and result.usage.calls == 1
 
 
 LOCKED_FLOW = GEN_FLOW.format(body='''

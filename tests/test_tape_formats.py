@@ -24,12 +24,12 @@ STEPS = 2 * N
 
 
 @pytest.fixture
-def tapes(tmp_path: Path) -> tuple[Path, Path]:
+def tapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """The fixture's run directory (format 5) and a run of the same flow recorded now (format 6)."""
     old = tmp_path / "runs" / "v5-growing"
     shutil.copytree(TAPES / "v5-growing", old)
     m = load_module(FLOW)
-    m.N = N
+    monkeypatch.setattr(m, "N", N)  # (the module is shared with later tests that load the same file)
     new = execute(m.main, max_workers=1, runs_dir=tmp_path / "runs", run_id="v6-growing")
     assert new.status == "succeeded"
     return old, new.run_dir
@@ -106,10 +106,10 @@ def test_every_reader_reads_the_previous_format(tapes, capsys):
 
 
 @pytest.mark.parametrize("at_step", [1, 700, STEPS - 1, STEPS])
-def test_a_previous_format_tape_resumes_into_todays(tapes, at_step):
+def test_a_previous_format_tape_resumes_into_todays(tapes, at_step, monkeypatch):
     old, new = tapes
     m = load_module(FLOW)
-    m.N = N
+    monkeypatch.setattr(m, "N", N)  # (the module is shared with later tests that load the same file)
     resumed = execute(m.main, max_workers=1, runs_dir=old.parent, resume_from=old, at_step=at_step)
     assert resumed.status == "succeeded" and resumed.replay_stopped == []
     tape, rebuild = verify(resumed.run_dir / "tape.jsonl")

@@ -93,7 +93,10 @@ export function detailBody(d: StepDetail, extra: DetailExtra = {}): string {
         .map((m) => {
           const calls = (m.calls ?? []).map((c) => `<li class="call">${esc(callText(c))}</li>`).join("");
           const usage = calls ? `<p class="muted">model calls:</p><ul>${calls}</ul>` : "";
-          return `<h3><code>${esc(m.actor)}</code></h3><pre class="chat">${esc(m.chat)}</pre>${usage}`;
+          const said = m.answer != null
+            ? `<p class="muted">asked:</p><pre class="chat">${esc(m.asked ?? "")}</pre><p class="muted">answered:</p><pre class="chat">${esc(m.answer)}</pre>`
+            : `<pre class="chat">${esc(m.chat)}</pre>`;
+          return `<h3><code>${esc(m.actor)}</code></h3>${said}${usage}`;
         })
         .join("")}`
     : "";

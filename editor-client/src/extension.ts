@@ -27,7 +27,7 @@ import { askRunInputs } from "./runInputs";
 import { StepFinder } from "./stepFinder";
 import { Connection, commandFailed, errorText, withPlacement } from "./connection";
 import { StepPages } from "./stepPages";
-import { openOutputs, tellFinished } from "./outputsView";
+import { openOutputs, outputsDocuments, tellFinished } from "./outputsView";
 import { StepMarks, type Now } from "./stepMarks";
 import { askGoTo, askResumeStep } from "./stepPrompts";
 import { GraphPanel } from "./graphPanel";
@@ -84,8 +84,8 @@ class Flowtape implements vscode.Disposable {
         return answer;
       },
       store: this.store,
-      stepper: () => this.stepper.state,
-      goTo: (runId, step) => this.goToStep(runId, step),
+      stepper: () => ({ ...this.stepper.state, inner: this.stepper.inner }),
+      goTo: (runId, step, inner) => (inner ? this.goToFiring(runId, step, inner) : this.goToStep(runId, step)),
       log: (line) => this.log(line),
     });
     this.pages = new StepPages(this.store, this.tree, { request: (m, p) => this.request(m, p), tell: (m) => this.tell(m) });
@@ -136,7 +136,7 @@ class Flowtape implements vscode.Disposable {
       followRun: (runId) => this.followRun(runId),
       tell: (message) => this.tell(message),
     };
-    this.disposables.push(new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
+    this.disposables.push(outputsDocuments(), new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
   }
 
   // ---- server ----------------------------------------------------------------------------------
@@ -504,7 +504,10 @@ class Flowtape implements vscode.Disposable {
     if (!editor && openEditor) {
       try {
         this.navigatingTo = uri.toString();
-        editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true });
+        // in the group that has the file's tab, if one has: not over the graph or the detail panel
+        // the user clicked in (the active group then)
+        const group = vscode.window.tabGroups.all.find((g) => g.tabs.some((t) => t.input instanceof vscode.TabInputText && t.input.uri.toString() === uri.toString()));
+        editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true, viewColumn: group?.viewColumn });
       } catch (e) {
         this.log(`cannot open ${site.uri}: ${String(e)}`);
       } finally {
@@ -590,6 +593,18 @@ class Flowtape implements vscode.Disposable {
     await this.move((s) => s.goTo(step));
   }
 
+  /** The stepper on inner firing `index` (1-based) of a composite step, as stepping into it reaches it. */
+  private async goToFiring(runId: string, step: number, index: number): Promise<void> {
+    await this.goToStep(runId, step);
+    const info = this.currentStep();
+    if (!info || info.step !== step) return;
+    const inner = await this.pages.innerOf(runId, info);
+    if (this.stepper.index !== step) return;
+    this.stepper.stepInto(inner.length);
+    while (this.stepper.inner < index && this.stepper.index === step && this.stepper.stepOver());
+    this.applyCursor({ openEditor: true });
+  }
+
   private followRun(runId: string): void {
     const run = this.store.run(runId);
     if (run) {
@@ -647,18 +662,8 @@ class Flowtape implements vscode.Disposable {
     reg("flowtape.view.restartServer", () => this.restart());
     reg("flowtape.showGraph", (arg) => this.showGraph(arg));
     reg("flowtape.view.select", async (arg) => {
-      if (!(arg instanceof StepNode) && !(arg instanceof FiringNode)) return;
-      if (this.stepper.runId !== arg.runId) await this.selectRun(arg.runId, arg.step);
-      await this.move((s) => s.goTo(arg.step));
-      if (arg instanceof FiringNode) {
-        const step = this.currentStep();
-        if (!step || step.step !== arg.step) return;
-        const inner = await this.pages.innerOf(arg.runId, step);
-        if (this.stepper.index !== arg.step) return;
-        this.stepper.stepInto(inner.length);
-        while (this.stepper.inner < arg.index && this.stepper.index === arg.step && this.stepper.stepOver());
-        this.applyCursor({ openEditor: true });
-      }
+      if (arg instanceof FiringNode) await this.goToFiring(arg.runId, arg.step, arg.index);
+      else if (arg instanceof StepNode) await this.goToStep(arg.runId, arg.step);
     });
     reg("flowtape.view.stopRun", async (arg) => {
       const runId = arg instanceof RunNode ? arg.runId : this.stepper.runId;

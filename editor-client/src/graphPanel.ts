@@ -4,8 +4,9 @@
  * side asks the server (flowtape/graph, stepDetail, queueTokens) and answers the page's clicks.
  */
 import * as vscode from "vscode";
-import { latestFiringStep, pictureState, type RunMarks } from "./core/picture";
-import { Methods, type FlowGraph, type GraphResult, type QueueTokensResult, type RunFinishedParams, type StepDetail, type StepInfo } from "./core/protocol";
+import { ReadOnlyDocuments } from "./readOnlyDocs";
+import { addTimeline, divergedSteps, emptyTimeline, latestFiring, nextTimelineStep, pictureState, type RunMarks, type TimelineData } from "./core/picture";
+import { Methods, type FlowGraph, type GraphResult, type QueueTokensResult, type RunFinishedParams, type StepDetail, type TimelineResult } from "./core/protocol";
 import type { StepStore } from "./core/stepStore";
 import type { StepperState } from "./core/stepper";
 import type { ToHost, ToPage } from "./webview/messages";
@@ -13,13 +14,14 @@ import type { ToHost, ToPage } from "./webview/messages";
 export interface GraphHost {
   request<T>(method: string, params: unknown): Promise<T>;
   store: StepStore;
-  stepper(): StepperState;
-  goTo(runId: string, step: number): Promise<void>;
+  stepper(): StepperState & { inner?: number };
+  /** Select a step (with `inner`, that inner firing of it: as stepping into it does). */
+  goTo(runId: string, step: number, inner?: number): Promise<void>;
   log(line: string): void;
 }
 
 const STATE_MS = 80; // at most a picture this often while a run streams
-const STEPS_MS = 500; // the timeline's steps, re-sent at most this often
+const STEPS_MS = 500; // a live run's timeline is asked for what follows at most this often
 
 export class GraphPanel implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
@@ -31,8 +33,11 @@ export class GraphPanel implements vscode.Disposable {
   private asked = 0;
   private stateTimer: ReturnType<typeof setTimeout> | undefined;
   private stepsTimer: ReturnType<typeof setTimeout> | undefined;
+  private timeline: TimelineData = emptyTimeline(); // the shown run's, as far as it was asked
+  private asking: TimelineData | undefined; // the timeline an answer is awaited for
   private readonly failed = new Map<string, string>(); // run -> the actor it failed in
-  private readonly disposables: vscode.Disposable[] = [];
+  private readonly docs = new ReadOnlyDocuments("flowtape-queue", "(these tokens are no longer held: open the queue again from the graph)\n");
+  private readonly disposables: vscode.Disposable[] = [this.docs];
 
   constructor(private readonly extensionUri: vscode.Uri, private readonly host: GraphHost) {}
 
@@ -49,7 +54,10 @@ export class GraphPanel implements vscode.Disposable {
 
   onRunFinished(p: RunFinishedParams): void {
     if (p.errorDetail?.actor) this.failed.set(p.runId, p.errorDetail.actor);
-    if (p.runId === this.shown.runId) this.scheduleState();
+    if (p.runId === this.shown.runId) {
+      this.scheduleState();
+      this.scheduleSteps(0); // the steps written last
+    }
   }
 
   /** The stepper moved or its run grew: the picture follows, throttled. */
@@ -94,6 +102,7 @@ export class GraphPanel implements vscode.Disposable {
       if (asked !== this.asked) return;
       this.graph = result.graph;
       this.files = result.files;
+      this.timeline = emptyTimeline();
       this.title = target.runId ? `${result.graph.workflow} · run ${target.runId}` : `${result.graph.workflow} · not run yet`;
       if (this.panel) this.panel.title = `Flowtape Graph: ${result.graph.workflow}`;
       this.post({ type: "graph", graph: result.graph, title: this.title });
@@ -118,17 +127,34 @@ export class GraphPanel implements vscode.Disposable {
     if (this.stepsTimer) return;
     this.stepsTimer = setTimeout(() => {
       this.stepsTimer = undefined;
-      const runId = this.shown.runId;
-      if (runId) this.post({ type: "steps", steps: this.host.store.steps(runId) });
+      void this.askTimeline();
     }, ms);
   }
 
+  /** The steps the timeline lacks (a live run's: those written since it last asked), sent on to the page. */
+  private async askTimeline(): Promise<void> {
+    const runId = this.shown.runId;
+    const data = this.timeline;
+    if (!runId || data.complete || this.asking === data) return;
+    const from = nextTimelineStep(data);
+    this.asking = data;
+    try {
+      const result = await this.host.request<TimelineResult>(Methods.timeline, { runId, from });
+      if (runId !== this.shown.runId || data !== this.timeline || !addTimeline(data, result)) return;
+      this.post({ type: "timeline", reset: from === 1, result });
+      // a live run's next steps, or the rest of a tape being read: asked again, throttled
+      if (!data.complete && (result.steps.length || this.host.store.isLive(runId))) this.scheduleSteps();
+    } catch (e) {
+      this.host.log(`graph view: timeline of ${runId}: ${errorText(e)}`);
+    } finally {
+      if (this.asking === data) this.asking = undefined;
+    }
+  }
+
   private marks(runId: string): RunMarks {
-    const divergedSteps = new Map<number, string>();
-    for (const s of this.host.store.steps(runId)) if (s.diverged) divergedSteps.set(s.step, s.actor);
     const run = this.host.store.run(runId);
     return {
-      divergedSteps, failedActor: run?.status === "failed" ? this.failed.get(runId) : undefined,
+      divergedSteps: divergedSteps(this.timeline), failedActor: run?.status === "failed" ? this.failed.get(runId) : undefined,
       resumedAtStep: run?.resumedAtStep ?? undefined, live: this.host.store.isLive(runId),
     };
   }
@@ -150,7 +176,8 @@ export class GraphPanel implements vscode.Disposable {
       }
     }
     if (asked !== this.asked || runId !== this.shown.runId) return;
-    this.post({ type: "state", state: pictureState(graph, runId, step, total, detail, this.marks(runId)) });
+    const inner = s.runId === runId && s.index === step ? s.inner ?? 0 : 0;
+    this.post({ type: "state", state: pictureState(graph, runId, step, total, detail, this.marks(runId), inner) });
   }
 
   private async onMessage(m: ToHost): Promise<void> {
@@ -160,6 +187,7 @@ export class GraphPanel implements vscode.Disposable {
         this.ready = true;
         if (this.graph) {
           this.post({ type: "graph", graph: this.graph, title: this.title });
+          this.timeline = emptyTimeline(); // (the page starts with none)
           this.scheduleState(0);
           this.scheduleSteps(0);
         } else if (this.shown.runId || this.shown.uri) await this.load(this.shown);
@@ -175,7 +203,7 @@ export class GraphPanel implements vscode.Disposable {
         await this.showQueue(runId, m.queue);
         break;
       case "step":
-        if (runId) await this.host.goTo(runId, m.step);
+        if (runId) await this.host.goTo(runId, m.step, m.inner);
         break;
       case "openQueue":
         if (runId) await this.openQueue(runId, m.queue, m.step);
@@ -200,8 +228,8 @@ export class GraphPanel implements vscode.Disposable {
     if (!runId || !this.graph) return;
     const s = this.host.stepper();
     const at = s.runId === runId && s.index > 0 ? s.index : this.host.store.total(runId);
-    const step = latestFiringStep(this.graph, this.host.store.steps(runId), path, at);
-    if (step !== undefined) await this.host.goTo(runId, step);
+    const found = latestFiring(this.graph, this.timeline, path, at);
+    if (found) await this.host.goTo(runId, found.step, found.inner);
   }
 
   private stepNow(runId: string): number {
@@ -227,10 +255,9 @@ export class GraphPanel implements vscode.Disposable {
     try {
       const r = await this.host.request<QueueTokensResult>(Methods.queueTokens, { runId, step, queue, limit: 10000 });
       const more = r.size > r.tokens.length ? `\n// … and ${r.size - r.tokens.length} more tokens` : "";
-      const doc = await vscode.workspace.openTextDocument({
-        language: "jsonc", content: `// ${r.id} after step ${r.step} of run ${r.runId}: ${r.size} token(s)\n${JSON.stringify(r.tokens, null, 2)}${more}\n`,
-      });
-      await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.Active });
+      const uri = this.docs.put(`${r.id} after step ${r.step}`, `// ${r.id} after step ${r.step} of run ${r.runId}: ${r.size} token(s)\n${JSON.stringify(r.tokens, null, 2)}${more}\n`, "jsonc");
+      const doc = await vscode.workspace.openTextDocument(uri);
+      await vscode.window.showTextDocument(doc, { preview: true, viewColumn: vscode.ViewColumn.One }); // (beside the graph, not over it)
     } catch (e) {
       void vscode.window.showErrorMessage(`Flowtape: ${errorText(e)}`);
     }
@@ -305,6 +332,7 @@ body { padding: 0; margin: 0; color: var(--vscode-foreground); font: 12px var(--
 .actor.ready .ready-dot { fill: var(--vscode-charts-green); }
 .actor.active > rect { stroke: var(--vscode-focusBorder); stroke-width: 3; fill: var(--vscode-editor-selectionBackground); }
 .actor.group.active > rect { fill: var(--vscode-editor-selectionBackground); fill-opacity: .25; }
+.actor.focus > rect { stroke-width: 4.5; }
 .actor.replayed > rect { stroke: var(--vscode-charts-blue); stroke-dasharray: 5 3; }
 .actor.diverged > rect { stroke: var(--vscode-editorWarning-foreground); stroke-width: 3; }
 .actor.failed > rect { stroke: var(--vscode-editorError-foreground); stroke-width: 3; }
@@ -320,5 +348,8 @@ marker path { fill: var(--vscode-descriptionForeground); }
 #tsvg .bar.diverged { fill: var(--vscode-editorWarning-foreground); } #tsvg .bar.merged { opacity: .75; }
 #tsvg .lane, #tsvg .tick { fill: var(--vscode-descriptionForeground); } #tsvg .lane-line { stroke: var(--vscode-panel-border); }
 #tsvg .cursor { stroke: var(--vscode-focusBorder); stroke-width: 2; } #tsvg .replay-end { stroke: var(--vscode-charts-blue); stroke-dasharray: 4 3; }
+#tsvg .bar.inner { fill: var(--vscode-charts-purple); } #tsvg .bar.inner.replayed { fill: var(--vscode-charts-blue); opacity: .45; }
+#tsvg .bar.current { stroke: var(--vscode-focusBorder); stroke-width: 2; opacity: 1; } #tsvg .bar.current-step { stroke: var(--vscode-focusBorder); stroke-width: 1; stroke-dasharray: 2 2; }
+#tsvg .lane.sub { font-size: 10px; }
 #tinfo { padding: 4px 8px; opacity: .7; }
 `;

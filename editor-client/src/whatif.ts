@@ -4,6 +4,7 @@
  * new run goes on from them), and the "Compare with the recorded run" code action on a divergence.
  */
 import * as vscode from "vscode";
+import { ReadOnlyDocuments } from "./readOnlyDocs";
 import { diffItems, diffSummary, firingText, outputsText, type DiffItem } from "./core/diffView";
 import {
   Methods,
@@ -29,25 +30,6 @@ export interface WhatIfHost {
   tell(message: string): void;
 }
 
-const SCHEME = "flowtape-diff";
-
-/** The two sides of the diffs opened so far, by uri (read-only documents). */
-class DiffDocuments implements vscode.TextDocumentContentProvider {
-  private readonly texts = new Map<string, string>();
-  private n = 0;
-
-  put(name: string, text: string): vscode.Uri {
-    const uri = vscode.Uri.from({ scheme: SCHEME, path: `/${++this.n}/${name}.json` });
-    this.texts.set(uri.toString(), text);
-    if (this.texts.size > 200) this.texts.delete(this.texts.keys().next().value as string);
-    return uri;
-  }
-
-  provideTextDocumentContent(uri: vscode.Uri): string {
-    return this.texts.get(uri.toString()) ?? "(this diff is no longer open: compare the runs again)\n";
-  }
-}
-
 function errorText(e: unknown): string {
   return e && typeof e === "object" && "message" in e ? String((e as { message: unknown }).message) : String(e);
 }
@@ -59,12 +41,12 @@ function runIdOf(arg: unknown): string | undefined {
 }
 
 export class WhatIf implements vscode.Disposable {
-  private readonly docs = new DiffDocuments();
+  private readonly docs = new ReadOnlyDocuments("flowtape-diff", "(this diff is no longer open: compare the runs again)\n");
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly host: WhatIfHost) {
     const reg = (id: string, fn: (...args: unknown[]) => unknown) => this.disposables.push(vscode.commands.registerCommand(id, fn));
-    this.disposables.push(vscode.workspace.registerTextDocumentContentProvider(SCHEME, this.docs));
+    this.disposables.push(this.docs);
     reg("flowtape.compareWith", (arg) => this.compareWith(runIdOf(arg) ?? host.current()?.runId));
     reg("flowtape.compareRuns", (arg) => this.compareRuns(arg));
     reg("flowtape.compareWithRecorded", (arg) => this.compareWithRecorded(runIdOf(arg) ?? host.current()?.runId));

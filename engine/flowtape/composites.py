@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Raw
 
 from .firing import Plan, value_of
+from .midloop import iterate
 from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
-from .values import NotEncodable, digest, encode, set_order
+from .values import NotEncodable, digest, encode
 
 if TYPE_CHECKING:
     from .scheduler import Context, Engine, Pool
@@ -136,7 +137,7 @@ def _control_start(engine: Engine, actor: Actor) -> tuple[list[tuple[Queue, list
             else:
                 return None
             try:
-                actor.iterator = iter(set_order(iterable) if isinstance(iterable, (set, frozenset)) else iterable)
+                actor.iterator = iterate(iterable)
             except TypeError:
                 engine._fail(actor, actor.fire_count + 1, TypeError(f"loop {actor.path} got a {type(iterable).__name__}, which is not iterable"))
                 return None

@@ -14,14 +14,16 @@ import re
 import typing
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from itertools import islice
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import Raw
 
 from . import edits
+from .agents.prompts import BadAnswer, answered
 from .errors import ResumeRefused, UsageError
-from .fits import fits, shaped
+from .fits import FITS_CHECKED, fits, shaped
 from .network import Actor, Network, Queue
 from .ports import type_name
 from .replay import ReplayPlan, Snapshot
@@ -29,6 +31,9 @@ from .rundir import TAPE
 from .state import recorded_state
 from .tape import Edited, Firing, Step, Tape, read_tape
 from .values import NotEncodable, encode, preview
+
+if TYPE_CHECKING:
+    from .model import TaskSpec
 
 _TOKEN = re.compile(r"(?P<queue>.+)\[(?P<index>-?\d+)\]")
 
@@ -130,6 +135,32 @@ def _encoded(what: str, value: Any, expected: Any, where: str) -> tuple[Any, byt
         raise _refuse(what, f"the value cannot be recorded on the tape: {exc}") from None
 
 
+def _takers(queue: Queue) -> list[tuple[str, Any]]:
+    """The typed ports a token of the queue reaches, and their types: its consumer's, or, for a
+    nested workflow's input, those of the actors inside it that it feeds."""
+    consumer = queue.consumer
+    if consumer is None:
+        return []
+    if consumer.spec is not None:
+        port = consumer.spec.inputs.get(queue.port)
+        return [(f"port {queue.port} of {consumer.path}", port.type)] if port is not None else []
+    return [taker for inner in consumer.seeds.get(queue.port, []) for taker in _takers(inner)]
+
+
+def _check_items(what: str, loop: Actor, value: Any) -> None:
+    """A loop's `iter` token is what it goes over: a collection, whose items fit the ports it
+    hands them to."""
+    if not isinstance(value, (list, tuple, set, frozenset, dict, str)):
+        raise _refuse(what, f"loop {loop.path} goes over its iter token: a list (or another collection), "
+                            f"not {type(value).__name__} {preview(value, 40)}")
+    for queue in loop.outputs.get("item", []):
+        for where, expected in _takers(queue):
+            for item in islice(value, FITS_CHECKED):
+                if not fits(shaped(item, expected), expected):
+                    raise _refuse(what, f"loop {loop.path} hands each item to {where}, which takes {type_name(expected)}, "
+                                        f"not {type(item).__name__} {preview(item, 40)}")
+
+
 def _field_type(actor: Actor, name: str) -> Any:
     assert actor.spec is not None
     try:
@@ -161,9 +192,11 @@ class _Fork:
             raise _refuse(what, f"{t.queue.id} holds {len(held)} token(s) at step {self.plan.at_step}"
                           + (f" (0 to {len(held) - 1})" if held else ": there is no token to edit"))
         consumer = t.queue.consumer
-        spec = consumer.spec if consumer is not None else None
-        expected = spec.inputs[t.queue.port].type if spec is not None and t.queue.port in spec.inputs else None
-        _, enc = _encoded(what, value, expected, f"port {t.queue.port} of {consumer.path if consumer else '?'}")
+        if consumer is not None and consumer.kind == "loop" and t.queue.port == "iter":
+            _check_items(what, consumer, value)
+        enc = b""
+        for where, expected in _takers(t.queue) or [(f"port {t.queue.port} of {consumer.path if consumer else '?'}", None)]:
+            _, enc = _encoded(what, value, expected, where)
         self.add(Edited(step=self.plan.at_step, what=what, queue=t.queue.index, index=index,
                         old=edits.digest_of(held[index]), new=edits.digest_of(enc), value=Raw(enc)))
 
@@ -193,7 +226,7 @@ class _Fork:
         assert spec is not None
         by_port = a.port is None and isinstance(value, dict) and bool(value) and set(value) <= set(spec.outputs)
         given = {a.port: value} if a.port is not None else (dict(value) if by_port else dict.fromkeys(spec.outputs, value))
-        recorded = _recorded_answer(self.plan, actor.path)
+        recorded = _recorded_answer(self.plan, actor.path, spec)
         answer = {**{p: v for p, v in (recorded or {}).items() if p in spec.outputs}, **given} if a.port is not None else given
         for port, port_value in given.items():
             _encoded(what, port_value, spec.outputs[port].type, f"output {port} of {spec.name}")
@@ -207,9 +240,9 @@ class _Fork:
             self.snap.queues = [list(q) for q in self.queues]
 
 
-def _recorded_answer(plan: ReplayPlan, path: str) -> dict[str, Any] | None:
+def _recorded_answer(plan: ReplayPlan, path: str, spec: TaskSpec) -> dict[str, Any] | None:
     """What the agent's first firing after the step answered in the recorded run, by output port
-    (from its chat entry, `{"outputs": …}` as agents.ask writes it); None when it did not fire again."""
+    (from its chat entry: the model's text, read as agents.ask read it); None when it did not fire again."""
     tape = read_tape(plan.source / TAPE, warn=False)
     steps = 0
     for record in tape.records():
@@ -218,10 +251,9 @@ def _recorded_answer(plan: ReplayPlan, path: str) -> dict[str, Any] | None:
         elif isinstance(record, Firing) and record.actor == path and steps >= plan.at_step and record.chat:
             entry = msgspec.json.decode(bytes(record.chat))
             try:
-                said = json.loads(entry[-1]["content"]) if isinstance(entry, list) and entry else None
-            except (json.JSONDecodeError, KeyError, TypeError):
+                return answered(spec, str(entry[-1]["content"]))
+            except (BadAnswer, IndexError, KeyError, TypeError):
                 return None
-            return said.get("outputs") if isinstance(said, dict) and isinstance(said.get("outputs"), dict) else None
     return None
 
 

@@ -46,7 +46,7 @@ class AgentConfig:
     timeout: float | None = None  # seconds a request may take
     retries: int = 2  # the SDK's retries of a 429, a 5xx, a timeout (with backoff, honouring retry-after)
     repair: int = 2  # times a bad answer is asked again, the error said to the model
-    max_tokens: int = 4096  # of an answer (the Messages API needs it)
+    max_tokens: int | None = None  # of an answer: the server's own limit when None (the Messages API's: 4096)
     context_budget: int = 50  # of the chat history, the latest messages sent back to the model (wfpy's)
 
 
@@ -338,7 +338,7 @@ def agent(
     timeoutMs: int | None = None,  # noqa: N803 - wfpy's camelCase spelling
     retries: int = 2,
     repair: int = 2,
-    max_tokens: int = 4096,
+    max_tokens: int | None = None,
     context_budget: int = 50,
     contextBudget: int | None = None,  # noqa: N803 - wfpy's camelCase spelling
     **_ignored: Any,
@@ -354,15 +354,16 @@ def agent(
         raise TypeError("@agent needs arguments: @agent(prompt='...')")
     if not callable(transport):
         try:
-            transport = transport_name(str(transport))
+            transport = transport_name(str(transport or "http"))  # (None or "" is http, as in wfpy)
         except ValueError as exc:
             site = caller_site()
             raise FlowError(str(exc), site.file, site.line) from None
     ms = timeoutMs if timeoutMs is not None else timeout_ms
     seconds = timeout if timeout is not None else (ms / 1000 if ms is not None else None)
-    if repair < 0 or retries < 0 or (seconds is not None and seconds <= 0):
+    if repair < 0 or retries < 0 or (seconds is not None and seconds <= 0) or (max_tokens is not None and max_tokens < 1):
         site = caller_site()
-        raise FlowError("@agent's repair= and retries= are at least 0, and its timeout= is above 0", site.file, site.line)
+        raise FlowError("@agent's repair= and retries= are at least 0, its timeout= is above 0 and its max_tokens= at least 1",
+                        site.file, site.line)
     outputs = mock_outputs if mockOutputs is None else mockOutputs
     budget = int(fireable_without_input if fireableWithoutInput is None else fireableWithoutInput)
 
@@ -383,17 +384,6 @@ def agent(
         return klass
 
     return decorate
-
-
-MOCK_NAMES = frozenset({"mock", "offline"})  # wfpy's names of its transport that answers without a model
-
-
-def _transport(transport: Any) -> Any:
-    """wfpy's transport names as wfpy reads them (any letter case, spaces around): its offline
-    ones are "mock"; a callable, or a name Flowtape has no transport for, as given."""
-    if isinstance(transport, str) and transport.strip().lower() in MOCK_NAMES:
-        return "mock"
-    return transport
 
 
 def tool(

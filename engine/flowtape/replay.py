@@ -11,7 +11,7 @@ it. Resumed at a step, the run is as it was right after that step, and everythin
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from . import trust
 from .agents import calls_model
 from .errors import ResumeRefused, TraceCorruption
 from .guarded import open_regular
+from .midloop import LoopPasses
 from .model import AgentConfig
 from .network import Network, Queue
 from .rundir import TAPE, check_not_cut_short, read_summary, still_running
@@ -94,6 +95,8 @@ class Snapshot:
     round: int = 0  # the step's round
     chats_since: dict[str, list[Raw]] = field(default_factory=dict)  # see Checkpoint.chats
     spent: list[Spent] = field(default_factory=list)  # the model calls its firings record: what restoring it saves
+    # each top-level loop between two items at the step: its iterator, past the items it handed in (midloop.py)
+    loops: dict[str, Iterator[object]] = field(default_factory=dict)
 
 
 @dataclass
@@ -173,11 +176,20 @@ def _mark_changed_prompts(header: Header, net: Network, entries: dict[str, list[
                 entry.not_replayable = "the agent's prompt changed since the recorded run"
 
 
-def _statics_hold(header: Header, net: Network) -> bool:
-    """Whether the static loops and ifs are as the recorded run had them, for sure: only then may
-    a snapshot stand for their firings (a replay per actor runs them again, and sees the change)."""
+def _statics_differ(header: Header, net: Network) -> str:
+    """Why the static loops and ifs (and the agents' prompts) may not be as the recorded run had
+    them; "" when they are, for sure: only then may a snapshot stand for their firings (a replay
+    per actor runs them again, and sees the change)."""
     now = statics_of(net)
-    return header.statics == now and all(d for _, d in now)
+    recorded = dict(header.statics)
+    for path, told in now:
+        kind = net.by_path[path].kind
+        if not told:
+            what = "goes over an iterator, or values a tape cannot hold," if kind == "loop" else "has a condition a tape cannot hold,"
+            return f"{kind} {path} {what} which cannot be told the same as in the recorded run"
+        if recorded.get(path) != told:
+            return f"{kind} {path} " + ("has another prompt" if kind == "agent" else "goes over other values") + " than in the recorded run"
+    return "" if header.statics == now else "the flow's static loops and ifs are not the recorded run's"
 
 
 def describe_change(old: Header, actors: list[ActorInfo], queues: list[str]) -> str | None:
@@ -290,13 +302,15 @@ def _check_resumable(header: Header, net: Network, workflow: str, at_step: int |
     return at_step
 
 
-def _snapshot(rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int] | None, header: Header) -> Snapshot:
+def _snapshot(
+    rebuild: Rebuild, lines: list[bytes], block: tuple[bytes, int, int] | None, header: Header, loops: dict[str, Iterator[object]]
+) -> Snapshot:
     return Snapshot(
         lines, [list(q) for q in rebuild.queues], dict(rebuild.fire_counts), dict(rebuild.states),
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
         block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
         chats_since=rebuild.chats_since(), rounds=dict(rebuild.rounds) if header.version >= 4 else None, round=rebuild.round,
-        spent=rebuild.spent.listed(),
+        spent=rebuild.spent.listed(), loops=loops,
     )
 
 
@@ -318,7 +332,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
         if to_end:
             return None  # failed, stopped or killed inside its first step: the full path plans it
         return ReplayPlan(run_dir, header.runId, 0, header.inputs, {}, {}, max_workers=header.maxWorkers)
-    if not _statics_hold(header, net):
+    if _statics_differ(header, net):
         return None
     rebuild = Rebuild(header, full_checks=False)
     start = body_start  # where the records after the last checkpoint up to the step begin
@@ -329,7 +343,7 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
     kinds = {a.path: a.kind for a in header.actors}
     region: list[Firing] = []  # firings since the checkpoint: covered by the steps up to at_step?
     tops: set[tuple[str, int]] = set()
-    loop_mid: dict[str, bool] = {}  # a checkpoint is written with no loop between two items
+    passes = LoopPasses(header)  # (a checkpoint is written with no loop between two items: none is before it)
     offset = start
     while rebuild.step < at_step:
         cut = data.index(b"\n", offset)
@@ -345,15 +359,16 @@ def _trusted_plan(run_dir: Path, data: bytes, at_step: int | None, net: Network,
                 if record.notReplayable:
                     return None
                 region.append(record)
-                if kinds.get(record.actor) == "loop":
-                    item = f"{record.actor}.item->"
-                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+                passes.see(record, rebuild.taken)
         offset, number = cut + 1, number + 1
-    if any(loop_mid.values()) or data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
+    if data.find(_DIVERGED_AT, body_start - 1, offset) >= 0:
         return None
     if any(top_of(f) not in tops for f in region):
         return None
-    snapshot = _snapshot(rebuild, [], (data, body_start, offset), header)
+    loops, why = passes.place(net)
+    if why:
+        return None  # (the full path says why)
+    snapshot = _snapshot(rebuild, [], (data, body_start, offset), header, loops)
     unfinished: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []
     if to_end:  # after the last step: only the firings of composites that never completed
         for raw in data[offset:].splitlines():
@@ -393,9 +408,9 @@ def _verified_plan(
     kinds = {a.path: a.kind for a in header.actors}
     rebuild = Rebuild(header)
     snapshot: Snapshot | None = None
-    clean = at_step > 0 and _statics_hold(header, net)  # so far every firing is covered and replayable
-    why = "" if clean or at_step == 0 else "the flow's static loops or ifs are not as recorded, or cannot be told"
-    loop_mid: dict[str, bool] = {}  # a loop between two items cannot be restored from a snapshot
+    why = _statics_differ(header, net) if at_step > 0 else ""
+    clean = at_step > 0 and not why  # so far every firing is covered and replayable
+    passes = LoopPasses(header)  # a loop between two items at the step: where it stands
     prefix: list[bytes] = []
     contiguous = True  # the prefix is every record after the header, up to the step
     chosen: list[tuple[Firing, list[tuple[int, list[Raw]]]]] = []  # the firings that replay
@@ -412,14 +427,14 @@ def _verified_plan(
                 if clean and snapshot is None:
                     if line.raw:  # (a simple firing's step: its line went in with its firing)
                         prefix.append(line.raw)
-                    mid = [name for name, between in loop_mid.items() if between]
-                    if isinstance(record, Step) and record.step == at_step and mid:
-                        why = f"loop {mid[0]} is between two items at step {at_step}"
-                    if isinstance(record, Step) and record.step == at_step and not mid:
-                        joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
-                        block = (joined, 0, len(joined)) if joined is not None else None
-                        snapshot = _snapshot(rebuild, prefix, block, header)
-                        tail = len(chosen)
+                    if isinstance(record, Step) and record.step == at_step:
+                        loops, why = passes.place(net)
+                        clean = not why  # (no snapshot then, and the reason stays the one said)
+                        if clean:
+                            joined = b"".join(raw + b"\n" for raw in prefix) if contiguous else None
+                            block = (joined, 0, len(joined)) if joined is not None else None
+                            snapshot = _snapshot(rebuild, prefix, block, header, loops)
+                            tail = len(chosen)
                 continue
             if isinstance(record, Edited):
                 if record.step < at_step:  # made before the step: part of the run resumed
@@ -434,7 +449,8 @@ def _verified_plan(
             if top not in tops:
                 if snapshot is None and clean:  # (an unfinished nested workflow's firing among the steps, with several workers)
                     clean = False
-                    why = why or f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step}"
+                    why = why or (f"{record.actor}'s firing {record.fireCount} was under way beside step {at_step} "
+                                  "(a run with one worker, --max-workers 1, takes no step beside another)")
                 if not to_end or kinds.get(top[0]) in LEAF_KINDS:  # (a leaf's step is written with it: a torn write)
                     continue
             if clean and snapshot is None:
@@ -442,9 +458,7 @@ def _verified_plan(
                 clean = not record.notReplayable
                 if not clean:
                     why = f"{record.actor}'s firing {record.fireCount} cannot be replayed ({record.notReplayable})"
-                if kinds.get(record.actor) == "loop":
-                    item = f"{record.actor}.item->"
-                    loop_mid[record.actor] = any(header.queues[i].startswith(item) for i, _ in record.produced)
+                passes.see(record, rebuild.taken)
             chosen.append((record, rebuild.taken))
     except TraceCorruption as exc:
         raise ResumeRefused(f"cannot resume from {run_dir}: its tape fails verification: {exc}") from None

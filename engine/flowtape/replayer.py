@@ -27,6 +27,9 @@ def restore(engine: Engine, snapshot: Any) -> None:
             actor.static_used = count > 0
         for path, raw in snapshot.states.items():
             set_state(engine.net.by_path[path], raw)
+        for path, items in snapshot.loops.items():  # between two items: it goes on with the next
+            engine.net.by_path[path].iterator = items
+            engine.loops_mid.add(path)
         engine.chats_since = {path: list(chats) for path, chats in snapshot.chats_since.items()}
         engine.outputs_checkpointed.update(snapshot.outputs_checkpointed)
         for path, chats in snapshot.chats.items():

@@ -503,6 +503,7 @@ class Engine:
             record = Firing(
                 replayed=replayed, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
                 produced=encoded, within=(ctx.actor.path, ctx.fire_count),
+                at=int((start - self.t0) * 1e6), dur=int((time.perf_counter() - start) * 1e6),
             )
         if not_replayable:
             record.notReplayable = not_replayable

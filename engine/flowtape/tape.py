@@ -114,6 +114,10 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only
     stateEdit: Edit | None = None  # instead of `state`: the new state as an edit of the last one (delta.py)
     chat: Raw = Raw()  # the chat messages this firing added
     within: tuple[str, int] | None = None  # the top-level firing this one ran inside
+    # a nested task's or agent's: when it began (µs since the run started) and its duration, as a
+    # step's `at`/`dur` (None: a composite's own record, or a tape from before they were written)
+    at: int | None = None
+    dur: int | None = None
     notReplayable: str | None = None
     calls: list[ModelCall] = []  # an agent's live model calls (on a replayed record: what they were)
     h: str = ""

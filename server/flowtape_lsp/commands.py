@@ -55,13 +55,30 @@ def describe(run: Run, at: AtStep, locator: Locator) -> P.StepDetailResult:
                      state=preview_raw(rebuild.states[a.path], 200) if a.path in rebuild.states else None)
         for a in header.actors
     ]
-    chat = [P.ChatEntry(actor=f.actor, chat=preview_raw(f.chat, 300), calls=f.calls or None) for f, _ in at.firings if f.chat]
+    chat = [P.ChatEntry(actor=f.actor, chat=preview_raw(f.chat, 300), calls=f.calls or None, **_turn(f.chat))
+            for f, _ in at.firings if f.chat]
     s = at.step
     return P.StepDetailResult(
         runId=run.run_id, step=s.step, actor=s.actor, actorKind=s.kind, fireCount=s.fireCount, journalSeq=s.journalSeq,
         replayed=s.replayed, taken=taken, put=put, queues=queues, states=states, chat=chat or None,
         firings=[_firing(header, f, took, locator) for f, took in at.firings],
     )
+
+
+ASKED_CHARS, ANSWER_CHARS = 400, 1200  # of a firing's question and answer in its step's detail
+
+
+def _turn(chat: msgspec.Raw) -> dict[str, str]:
+    """The question and the answer a firing's chat entry holds, each on its own (an answer after a
+    long question, a file's text say, is not cut off with it); nothing for a chat of another shape."""
+    try:
+        messages = msgspec.json.decode(bytes(chat))
+    except msgspec.DecodeError:
+        return {}
+    said = {m.get("role"): m.get("content") for m in messages if isinstance(m, dict)} if isinstance(messages, list) else {}
+    turn = {"asked": said.get("user"), "answer": said.get("assistant")}
+    limits = {"asked": ASKED_CHARS, "answer": ANSWER_CHARS}
+    return {k: v if len(v) <= limits[k] else v[: limits[k]] + "…" for k, v in turn.items() if isinstance(v, str)}
 
 
 def _firing(header: Header, f: Firing, took: list[tuple[int, list[msgspec.Raw]]], locator: Locator) -> P.FiringDetail:
@@ -320,6 +337,9 @@ def register(server: FlowtapeServer) -> None:
             raise unreadable(run, exc) from None
 
     async def _get_steps(run: Run, p: P.GetStepsParams) -> Any:
+        # `live` as it was before the page was read: a run that ends while it is read says `live`
+        # once more, so a client polling until `live` is false asks again and gets the last steps
+        was_live = run.live
         if p.from_ == 1 and manager.starting(run):  # no steps yet, and no failure either: an empty first page
             return P.GetStepsResult(runId=run.run_id, steps=[], total=0, live=True).to_json()
         if not run.live and not run.index.finished and p.from_ > run.index.steps:
@@ -344,7 +364,7 @@ def register(server: FlowtapeServer) -> None:
         if steps:  # a live run's tape is read on meanwhile: the page may hold steps past the count taken before
             total = max(total, steps[-1].step)
         return P.GetStepsResult(
-            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=total, live=run.live,
+            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=total, live=was_live,
         ).to_json()
 
     @server.feature(P.STEP_DETAIL)

@@ -28,6 +28,7 @@ WORKFLOW_INPUTS = "flowtape/workflowInputs"
 FIND_STEPS = "flowtape/findSteps"
 GRAPH = "flowtape/graph"
 QUEUE_TOKENS = "flowtape/queueTokens"
+TIMELINE = "flowtape/timeline"
 
 CMD_RUN = "flowtape.run"
 CMD_RESUME = "flowtape.resumeAtStep"
@@ -160,6 +161,11 @@ class QueueTokensParams(Params):
     step: PositiveInt
     queue: Annotated[int, msgspec.Meta(ge=0)]
     limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 200
+
+
+class TimelineParams(Params, rename={"from_": "from"}):
+    runId: Name
+    from_: PositiveInt = 1  # the first step wanted: a live run's next ones, asked as it streams
 
 
 class SelectStepParams(Params):
@@ -369,6 +375,8 @@ class ChatEntry(Message):
     actor: str
     chat: str  # a preview of the messages the firing added: its prompt and the answer
     calls: list[ModelCall] | None = None  # its live model calls (on a replayed step: the recorded ones)
+    asked: str | None = None  # the question it added (the user message: inputs and parameters), previewed
+    answer: str | None = None  # the answer it added (the assistant's message), previewed at more length
 
 
 class FiringDetail(Message):
@@ -405,6 +413,39 @@ class QueueTokensResult(Message):
     id: str
     size: int
     tokens: list[Any]  # the first `limit` tokens, whole, as the tape's tagged JSON
+
+
+class TimelineStep(msgspec.Struct, array_like=True):
+    """A step's bar, as an array (a long run has many): [step, actor, at, dur, replayed, diverged],
+    `actor` an index into the result's `actors`, `at` µs since the run started, `dur` µs."""
+
+    step: int
+    actor: int
+    at: int
+    dur: int
+    replayed: bool
+    diverged: bool
+
+
+class TimelineFiring(msgspec.Struct, array_like=True):
+    """An inner firing of a composite step, timed: [step, index, actor, at, dur, replayed], `index`
+    its place (1-based) among the step's inner firings, as the stepper steps into them."""
+
+    step: int
+    index: int
+    actor: int
+    at: int
+    dur: int
+    replayed: bool
+
+
+class TimelineResult(Message):
+    runId: str
+    actors: list[str]  # the actor paths the bars name by index
+    steps: list[TimelineStep]  # from the asked step on, as far as the tape is written
+    inner: list[TimelineFiring]  # the timed inner firings of those steps (tapes before they were timed: none)
+    total: int  # steps on the tape so far
+    complete: bool  # the tape has ended: no step will follow
 
 
 class StepDetailResult(Message):

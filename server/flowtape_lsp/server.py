@@ -105,9 +105,9 @@ class FlowtapeServer(LanguageServer):
     def supports_progress(self) -> bool:
         return bool(self.capability("window", "work_done_progress"))
 
-    def refresh_views(self) -> None:
-        """Ask the client to re-query code lenses and inlay hints (when it can)."""
-        if self.capability("workspace", "code_lens", "refresh_support"):
+    def refresh_views(self, lenses: bool = True) -> None:
+        """Ask the client to re-query code lenses (unless `lenses` is false) and inlay hints (when it can)."""
+        if lenses and self.capability("workspace", "code_lens", "refresh_support"):
             self.protocol.send_request(lsp.WORKSPACE_CODE_LENS_REFRESH, None)
         if self.capability("workspace", "inlay_hint", "refresh_support"):
             self.protocol.send_request(lsp.WORKSPACE_INLAY_HINT_REFRESH, None)
@@ -122,7 +122,7 @@ def _quiet_parse_errors(record: logging.LogRecord) -> bool:
 
 
 def create_server() -> FlowtapeServer:
-    from . import codelens, commands, graphs, inputs, inspect, outputs, search, whatif
+    from . import codelens, commands, graphs, inputs, inspect, outputs, search, timeline, whatif
 
     server = FlowtapeServer()
 
@@ -191,6 +191,7 @@ def create_server() -> FlowtapeServer:
     inputs.register(server)
     search.register(server)
     graphs.register(server)
+    timeline.register(server)
     return server
 
 

@@ -168,3 +168,58 @@ async def test_queue_tokens_at_a_step_are_whole(client: LanguageClient, workspac
     with pytest.raises(JsonRpcException) as err:
         await request(client, "flowtape/queueTokens", {"runId": run["runId"], "step": 1, "queue": 99})
     assert err.value.code == -32602 and "out of range" in str(err.value)
+
+
+async def test_timeline_draws_inner_firings_inside_their_composite(client: LanguageClient, workspace: Path) -> None:
+    run, _ = await _graph_of_run(client, workspace, FLOW_SCOPES)
+    t = await request(client, "flowtape/timeline", {"runId": run["runId"]})
+    assert t["complete"] is True and t["total"] == len(t["steps"]) > 0
+    names = t["actors"]
+    steps = {s[0]: s for s in t["steps"]}
+    assert [names[s[1]] for s in t["steps"]].count("lp") == len(t["steps"])  # each loop item is a step
+    assert t["inner"], "the loop's inner firings are timed"
+    for step, _index, actor, at, dur, replayed in t["inner"]:
+        _, _, s_at, s_dur, _, _ = steps[step]
+        assert s_at <= at and at + dur <= s_at + s_dur, (names[actor], at, dur, s_at, s_dur)  # inside the composite's bar
+        assert replayed is False
+    # an inner firing's index is its place among the step's inner firings, as stepDetail lists them
+    first = await request(client, "flowtape/stepDetail", {"runId": run["runId"], "step": 1})
+    listed = [f["actor"] for f in first["firings"] if (f["actor"], f["fireCount"]) != ("lp", 1)]
+    for step, index, actor, *_ in t["inner"]:
+        if step == 1:
+            assert listed[index - 1] == names[actor]
+    assert {names[f[2]] for f in t["inner"]} >= {"check", "big/k", "small"}  # composites' own records are not timed
+    later = await request(client, "flowtape/timeline", {"runId": run["runId"], "from": 2})
+    assert [s[0] for s in later["steps"]] == [s[0] for s in t["steps"]][1:]
+    assert all(f[0] >= 2 for f in later["inner"])
+
+
+async def test_timeline_follows_a_live_run_and_refuses_bad_params(client: LanguageClient, workspace: Path) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(40, delay=0.01))
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1})
+    seen: list[int] = []
+    while True:  # as the view asks while the run streams: the steps after the last it has
+        t = await request(client, "flowtape/timeline", {"runId": run["runId"], "from": len(seen) + 1})
+        seen += [s[0] for s in t["steps"]]
+        if t["complete"]:
+            break
+    assert seen == list(range(1, len(seen) + 1)) and len(seen) == 80
+    for params in ({}, {"runId": run["runId"], "from": 0}, {"runId": run["runId"], "stray": 1}):
+        with pytest.raises(JsonRpcException) as err:
+            await request(client, "flowtape/timeline", params)
+        assert err.value.code == -32602, params
+    with pytest.raises(JsonRpcException) as err:
+        await request(client, "flowtape/timeline", {"runId": "no-such-run"})
+    assert err.value.code == -32001
+
+
+async def test_timeline_of_a_resumed_run_marks_what_was_replayed(client: LanguageClient, workspace: Path) -> None:
+    run, _ = await _graph_of_run(client, workspace, FLOW_SCOPES)
+    resumed = await command(client, "flowtape.resumeAtStep", {"runId": run["runId"], "step": 2, "maxWorkers": 1})
+    done = await collector(client).finished(resumed["runId"])
+    assert done["status"] == "succeeded", done
+    t = await request(client, "flowtape/timeline", {"runId": resumed["runId"]})
+    replayed = {s[0]: s[4] for s in t["steps"]}
+    assert replayed[1] and replayed[2] and not any(r for n, r in replayed.items() if n > 2), replayed
+    inner = {(f[0], f[1]): f[5] for f in t["inner"]}
+    assert inner and all(r == (step <= 2) for (step, _), r in inner.items()), inner  # inner firings as their step

@@ -300,6 +300,39 @@ check(":FlowtapeRerun reruns the actor on the cursor line", function()
   assert(run.steps[7].replayed and not run.steps[8].replayed, "only double's last firing ran again")
 end)
 
+check(":FlowtapeDetail of an agent's step shows what it asked and what it answered", function()
+  local path = ws .. "/ask.py"
+  vim.fn.writefile({
+    "from flowtape import Port, agent, connect, workflow",
+    "",
+    "",
+    '@agent(prompt="Name a colour", transport="mock", mock_outputs={"Colour": "teal"}, fireable_without_input=1)',
+    "class Namer:",
+    "    class Ports:",
+    '        Colour = Port[str](direction="out")',
+    "",
+    "",
+    "@workflow",
+    "def main():",
+    "    namer = Namer()",
+    '    connect(namer.Colour, "Colours")',
+  }, path)
+  vim.cmd.edit(path)
+  wait(15000, function() return require("flowtape.rpc").client(0) ~= nil end, "attach")
+  local from = #messages + 1
+  vim.cmd("FlowtapeRun")
+  finished(from, "the agent's run")
+  vim.cmd("FlowtapeStep 1")
+  local lines = stepper.detail_lines(assert(require("flowtape.rpc").request_sync("flowtape/stepDetail", { runId = stepper.current.run, step = 1 })))
+  local text = table.concat(lines, "\n")
+  assert(text:find("## Chat", 1, true), text)
+  assert(text:find("asked: ", 1, true) and text:find("Name a colour", 1, true), text)
+  assert(text:find("answer: ", 1, true) and text:find("teal", 1, true), text)
+  for _, l in ipairs(lines) do
+    assert(not l:find("\n", 1, true), "one line per buffer line: " .. l)
+  end
+end)
+
 check("a failed run is reported as an error, and its lens resumes at its last step", function()
   local fail = write_flow("fail.py", 3, 0, 2)
   vim.cmd.edit(fail)

@@ -3,7 +3,7 @@
  * what the picture shows at a step (which actor fires, which are ready, queue sizes, colours), and
  * the timeline's bars (lanes per worker or per actor, merged where they would overlap on screen).
  */
-import type { FlowGraph, GraphEdge, StepDetail, StepInfo } from "./protocol";
+import type { FlowGraph, GraphEdge, StepDetail, TimelineFiring, TimelineResult, TimelineStep } from "./protocol";
 
 // ---- layout input ---------------------------------------------------------------------------------
 
@@ -146,6 +146,8 @@ export interface PictureState {
   failed?: string; // the actor the run failed in, once the step is its last
   replayEndedAt?: number; // a resumed run: the last replayed step
   live: boolean;
+  inner?: number; // the inner firing of the step the stepper is on (0 or absent: the step)
+  focus?: string; // that inner firing's actor
 }
 
 export interface RunMarks {
@@ -173,8 +175,9 @@ function inputsOf(graph: FlowGraph): Map<string, number[]> {
 
 export function pictureState(
   graph: FlowGraph, runId: string, step: number, total: number,
-  detail: Pick<StepDetail, "actor" | "queues"> & { firings?: { actor: string }[] | null } | undefined,
+  detail: Pick<StepDetail, "actor" | "queues"> & { fireCount?: number; firings?: { actor: string; fireCount?: number }[] | null } | undefined,
   marks: RunMarks,
+  inner = 0,
 ): PictureState {
   const ids = queueIndexes(graph);
   const sizes: Record<number, number> = {};
@@ -184,6 +187,9 @@ export function pictureState(
     if (i !== undefined) sizes[i] = q.size;
   }
   const active = detail && step > 0 ? [detail.actor, ...(detail.firings ?? []).map((f) => f.actor)] : [];
+  // the inner firing the stepper is on: the step's firings but its own, in the order it steps through them
+  const innerFirings = (detail?.firings ?? []).filter((f) => f.actor !== detail?.actor || f.fireCount !== detail?.fireCount);
+  const focus = step > 0 && inner > 0 ? innerFirings[inner - 1]?.actor : undefined;
   const ready: string[] = [];
   for (const [actor, queues] of inputsOf(graph)) {
     if (step > 0 && queues.length && queues.every((q) => (sizes[q] ?? 0) > 0)) ready.push(actor);
@@ -200,90 +206,207 @@ export function pictureState(
     failed: marks.failedActor && step === total && !marks.live ? marks.failedActor : undefined,
     replayEndedAt: replayEnded,
     live: marks.live,
+    inner: step > 0 ? inner : 0,
+    focus,
   };
 }
 
-/** The step to select for a click on an actor: its latest firing at or before `at` — a step of
- *  its own, or of the top-level composite it fired inside. */
-export function latestFiringStep(graph: FlowGraph, steps: readonly Pick<StepInfo, "step" | "actor">[], actor: string, at: number): number | undefined {
+// ---- the run's firings over time --------------------------------------------------------------------
+
+/** A run's timeline as the server gives it (`flowtape/timeline`), grown as a live run streams. */
+export interface TimelineData {
+  actors: string[];
+  steps: TimelineStep[];
+  inner: TimelineFiring[];
+  total: number;
+  complete: boolean;
+}
+
+export const emptyTimeline = (): TimelineData => ({ actors: [], steps: [], inner: [], total: 0, complete: false });
+
+/** The next step the timeline wants from the server: the one after the last it has. */
+export function nextTimelineStep(data: TimelineData): number {
+  return (data.steps.length ? data.steps[data.steps.length - 1][0] : 0) + 1;
+}
+
+/** Add what the server answered to `data` (the steps it lacked: an answer for steps it has is dropped). */
+export function addTimeline(data: TimelineData, r: Pick<TimelineResult, "actors" | "steps" | "inner" | "total" | "complete">): boolean {
+  const next = nextTimelineStep(data);
+  if (r.steps.length && r.steps[0][0] !== next) return false; // (an answer to an older question)
+  data.actors = r.actors; // (the server's table only grows: indexes stay valid)
+  for (const s of r.steps) data.steps.push(s);
+  for (const f of r.inner) data.inner.push(f);
+  data.total = r.total;
+  data.complete = r.complete;
+  return true;
+}
+
+/** A firing to select: a step, and an inner firing of it (1-based; 0: the step itself). */
+export interface FiringRef {
+  step: number;
+  inner: number;
+}
+
+/** What to select for a click on an actor: its latest firing at or before step `at` — a step of its
+ *  own, or an inner firing of a composite step; for an inner actor whose firings the tape does not
+ *  time (a nested composite, any on an older tape), the latest step of the top-level composite it
+ *  runs in. */
+export function latestFiring(graph: FlowGraph, data: TimelineData, actor: string, at: number): FiringRef | undefined {
+  const me = data.actors.indexOf(actor);
+  let found: FiringRef | undefined;
+  if (me >= 0) {
+    for (const f of data.inner) { // (in step order)
+      if (f[0] > at) break;
+      if (f[2] === me) found = { step: f[0], inner: f[1] };
+    }
+  }
   const owners = new Map(graph.actors.map((a) => [a.path, a.owner ?? ""]));
+  const kind = graph.actors.find((a) => a.path === actor)?.kind ?? "";
+  if (found || (owners.get(actor) && data.inner.length && !COMPOSITES.has(kind))) return found; // (timed: it had not fired)
   let top = actor;
   for (let up = owners.get(top); up; up = owners.get(top)) top = up;
-  let found: number | undefined;
-  for (const s of steps) {
-    if (s.step > at) break;
-    if (s.actor === actor || s.actor === top) found = s.step;
+  const mine = data.actors.indexOf(top);
+  if (mine < 0) return undefined;
+  for (const s of data.steps) {
+    if (s[0] > at) break;
+    if (s[1] === mine) found = { step: s[0], inner: 0 };
   }
   return found;
 }
 
-// ---- the timeline -------------------------------------------------------------------------------------
+/** The steps marked diverged on the timeline: step -> actor. */
+export function divergedSteps(data: TimelineData): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const s of data.steps) if (s[5]) out.set(s[0], data.actors[s[1]] ?? "");
+  return out;
+}
+
+// ---- the timeline's bars -------------------------------------------------------------------------------
 
 export interface Bar {
   step: number;
+  inner: number; // 0: the step's own firing; else its place among the step's inner firings
   actor: string;
-  lane: number;
+  row: number;
   start: number; // ms since the run started
   end: number;
   replayed: boolean;
   diverged: boolean;
 }
 
+/** A row of the timeline: a lane (a worker, or a top-level actor) or, under it, a row of the inner
+ *  firings of the composite steps in that lane. */
+export interface Row {
+  label: string;
+  lane: number;
+  inner: boolean;
+}
+
 export type LaneMode = "worker" | "actor";
 
+/** First-fit: the first of `free` (each row's end) free at `start`, else a new one (-1). */
+function fit(free: number[], start: number, end: number): number {
+  let i = free.findIndex((e) => e <= start);
+  if (i < 0) {
+    i = free.length;
+    free.push(0);
+  }
+  free[i] = Math.max(end, start);
+  return i;
+}
+
 /** One lane per worker (firings that overlap in time ran on different workers: each goes to the
- *  first lane free at its start), or one per actor. Bars of a lane are sorted by start. */
-export function timelineBars(steps: readonly StepInfo[], mode: LaneMode): { bars: Bar[]; lanes: string[] } {
-  const bars: Bar[] = steps.map((s) => ({
-    step: s.step, actor: s.actor, lane: 0, start: s.startMs ?? 0, end: (s.startMs ?? 0) + s.durationMs,
-    replayed: s.replayed, diverged: !!s.diverged,
+ *  first lane free at its start), or one per actor; under a lane, its composite steps' inner firings
+ *  (per worker: packed in as few rows as do not overlap; per actor: a row per inner actor). Each
+ *  row's bars are sorted by start and do not overlap. */
+export function timelineBars(data: TimelineData, mode: LaneMode): { bars: Bar[]; rows: Row[] } {
+  const name = (i: number): string => data.actors[i] ?? `#${i}`;
+  const top: Bar[] = data.steps.map((s) => ({
+    step: s[0], inner: 0, actor: name(s[1]), row: 0, start: s[2] / 1000, end: (s[2] + s[3]) / 1000, replayed: s[4], diverged: s[5],
   }));
-  bars.sort((a, b) => a.start - b.start || a.step - b.step);
-  const lanes: string[] = [];
+  top.sort((a, b) => a.start - b.start || a.step - b.step);
+  const laneNames: string[] = [];
+  const laneOfStep = new Map<number, number>();
   if (mode === "actor") {
     const laneOf = new Map<string, number>();
-    for (const b of bars) {
+    for (const b of top) {
       let lane = laneOf.get(b.actor);
       if (lane === undefined) {
-        lane = lanes.length;
+        lane = laneNames.length;
         laneOf.set(b.actor, lane);
-        lanes.push(b.actor);
+        laneNames.push(b.actor);
       }
-      b.lane = lane;
+      b.row = lane;
+      laneOfStep.set(b.step, lane);
     }
   } else {
-    const free: number[] = []; // each lane's end
-    for (const b of bars) {
-      let lane = free.findIndex((end) => end <= b.start);
-      if (lane < 0) {
-        lane = free.length;
-        free.push(0);
-        lanes.push(`worker ${lane + 1}`);
-      }
-      free[lane] = Math.max(b.end, b.start);
-      b.lane = lane;
+    const free: number[] = [];
+    for (const b of top) {
+      b.row = fit(free, b.start, b.end);
+      if (b.row === laneNames.length) laneNames.push(`worker ${b.row + 1}`);
+      laneOfStep.set(b.step, b.row);
     }
   }
-  return { bars, lanes };
+  // inner firings, in the lane of their step: sub-rows numbered within the lane, made rows below
+  const inner: Bar[] = [];
+  for (const f of data.inner) {
+    const lane = laneOfStep.get(f[0]);
+    if (lane === undefined) continue;
+    inner.push({ step: f[0], inner: f[1], actor: name(f[2]), row: lane, start: f[3] / 1000, end: (f[3] + f[4]) / 1000, replayed: f[5], diverged: false });
+  }
+  inner.sort((a, b) => a.start - b.start || a.step - b.step || a.inner - b.inner);
+  const subRows: string[][] = laneNames.map(() => []); // each lane's sub-rows' labels
+  const sub = new Map<Bar, number>();
+  if (mode === "actor") {
+    const rowOf = laneNames.map(() => new Map<string, number>());
+    for (const b of inner) {
+      let i = rowOf[b.row].get(b.actor);
+      if (i === undefined) {
+        i = subRows[b.row].length;
+        rowOf[b.row].set(b.actor, i);
+        subRows[b.row].push(`↳ ${shortName(b.actor)}`);
+      }
+      sub.set(b, i);
+    }
+  } else {
+    const free: number[][] = laneNames.map(() => []);
+    for (const b of inner) {
+      const i = fit(free[b.row], b.start, b.end);
+      if (i === subRows[b.row].length) subRows[b.row].push("↳ inside");
+      sub.set(b, i);
+    }
+  }
+  const rows: Row[] = [];
+  const first: number[] = []; // each lane's row
+  laneNames.forEach((label, lane) => {
+    first.push(rows.length);
+    rows.push({ label, lane, inner: false });
+    for (const s of subRows[lane]) rows.push({ label: s, lane, inner: true });
+  });
+  for (const b of top) b.row = first[b.row];
+  for (const b of inner) b.row = first[b.row] + 1 + (sub.get(b) ?? 0);
+  return { bars: [...top, ...inner], rows };
 }
 
 export interface DrawnBar {
-  lane: number;
+  row: number;
   start: number;
   end: number;
   count: number; // firings merged into it (1: a single firing)
   step: number; // the first firing's step
+  inner: number; // and its inner index (0: the step's own)
   actor: string;
   replayed: boolean; // every merged firing was replayed
   diverged: boolean;
 }
 
-/** The bars in [t0, t1] as drawn at `msPerPx`: firings closer than a pixel merge, so a lane draws
- *  at most one bar a pixel whatever the run's length. `byLane` holds each lane's bars by start. */
-export function visibleBars(byLane: readonly Bar[][], t0: number, t1: number, msPerPx: number): DrawnBar[] {
+/** The bars in [t0, t1] as drawn at `msPerPx`: firings closer than a pixel merge, so a row draws
+ *  at most a few bars a pixel whatever the run's length, and finding the first visible bar is a
+ *  bisection (the bars before the window are never looked at). `byRow` holds each row's bars by start. */
+export function visibleBars(byRow: readonly Bar[][], t0: number, t1: number, msPerPx: number): DrawnBar[] {
   const out: DrawnBar[] = [];
-  for (const bars of byLane) {
-    // the first bar that may reach into the window (bars of one lane do not overlap: ends are sorted too)
+  for (const bars of byRow) {
+    // the first bar that may reach into the window (bars of one row do not overlap: ends are sorted too)
     let lo = 0;
     let hi = bars.length;
     while (lo < hi) {
@@ -301,15 +424,20 @@ export function visibleBars(byLane: readonly Bar[][], t0: number, t1: number, ms
         cur.diverged ||= b.diverged;
         continue;
       }
-      cur = { lane: b.lane, start: b.start, end: b.end, count: 1, step: b.step, actor: b.actor, replayed: b.replayed, diverged: b.diverged };
+      cur = { row: b.row, start: b.start, end: b.end, count: 1, step: b.step, inner: b.inner, actor: b.actor, replayed: b.replayed, diverged: b.diverged };
       out.push(cur);
     }
   }
   return out;
 }
 
-export function byLane(bars: readonly Bar[], lanes: number): Bar[][] {
-  const out: Bar[][] = Array.from({ length: lanes }, () => []);
-  for (const b of bars) out[b.lane].push(b);
+export function byRow(bars: readonly Bar[], rows: number): Bar[][] {
+  const out: Bar[][] = Array.from({ length: rows }, () => []);
+  for (const b of bars) out[b.row].push(b);
   return out;
+}
+
+/** The bars of a firing (the step's own, and with `inner` its inner firing), to highlight. */
+export function barsOf(bars: readonly Bar[], at: FiringRef): Bar[] {
+  return bars.filter((b) => b.step === at.step && (b.inner === 0 || b.inner === at.inner));
 }

@@ -70,6 +70,9 @@ export interface ChatEntry {
   actor: string;
   chat: string;
   calls?: ModelCall[] | null;
+  /** The question the firing added (its inputs and parameters), and the answer, each previewed. */
+  asked?: string | null;
+  answer?: string | null;
 }
 
 export interface OutputPreview {
@@ -246,6 +249,7 @@ export const Methods = {
   firingAt: "flowtape/firingAt",
   graph: "flowtape/graph",
   queueTokens: "flowtape/queueTokens",
+  timeline: "flowtape/timeline",
 } as const;
 
 /** Server-side command ids: the language client registers these itself. */
@@ -318,7 +322,7 @@ export interface FiringAtResult {
   step: number;
 }
 
-// ---- the graph view (flowtape/graph, flowtape/queueTokens) --------------------------------------
+// ---- the graph view (flowtape/graph, flowtape/queueTokens, flowtape/timeline) --------------------------------------
 
 export interface GraphActor {
   path: string;
@@ -363,4 +367,18 @@ export interface QueueTokensResult {
   id: string;
   size: number;
   tokens: unknown[];
+}
+
+/** A step's bar: [step, actor (an index into `actors`), at (µs since the run started), dur (µs), replayed, diverged]. */
+export type TimelineStep = [number, number, number, number, boolean, boolean];
+/** A composite step's timed inner firing: [step, index (1-based among the step's inner firings), actor, at, dur, replayed]. */
+export type TimelineFiring = [number, number, number, number, number, boolean];
+
+export interface TimelineResult {
+  runId: string;
+  actors: string[];
+  steps: TimelineStep[];
+  inner: TimelineFiring[];
+  total: number;
+  complete: boolean;
 }

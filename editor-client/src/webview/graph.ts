@@ -5,8 +5,11 @@
  */
 import ELK from "elkjs/lib/elk.bundled.js";
 import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api";
-import { byLane, COMPOSITES, elkInput, shortName, timelineBars, visibleBars, type Bar, type LaneMode, type PictureState } from "../core/picture";
-import type { FlowGraph, QueueTokensResult, StepInfo } from "../core/protocol";
+import {
+  addTimeline, barsOf, byRow, COMPOSITES, elkInput, emptyTimeline, shortName, timelineBars, visibleBars,
+  type Bar, type DrawnBar, type FiringRef, type LaneMode, type PictureState, type Row, type TimelineData,
+} from "../core/picture";
+import type { FlowGraph, QueueTokensResult, TimelineResult } from "../core/protocol";
 import type { ToPage, ToHost } from "./messages";
 
 declare function acquireVsCodeApi(): { postMessage(m: ToHost): void; setState(s: unknown): void; getState(): unknown };
@@ -195,6 +198,7 @@ function paint(s: PictureState): void {
   const diverged = new Set(s.diverged);
   for (const [path, g] of actorEls) {
     g.classList.toggle("active", active.has(path));
+    g.classList.toggle("focus", s.focus === path);
     g.classList.toggle("ready", ready.has(path) && !active.has(path));
     g.classList.toggle("diverged", diverged.has(path));
     g.classList.toggle("failed", s.failed === path);
@@ -208,7 +212,7 @@ function paint(s: PictureState): void {
   const where = s.step ? `step ${s.step} of ${s.total}` : `before step 1 (${s.total} steps)`;
   const replay = s.replayEndedAt !== undefined ? ` · replayed up to step ${s.replayEndedAt}${s.replayed ? " (this step replayed)" : ", live after"}` : "";
   $("#where").textContent = where + replay + (s.live ? " · live" : "");
-  timelineCursor(s.step);
+  timelineCursor({ step: s.step, inner: s.inner ?? 0 });
 }
 
 function showError(message: string): void {
@@ -249,23 +253,40 @@ function showQueue(r: QueueTokensResult): void {
 // ---- the timeline -----------------------------------------------------------------------------------
 
 const LANE = 22;
+const SUB = 14; // a row of inner firings
+const TOP = 20;
 const LEFT = 130;
-let steps: StepInfo[] = [];
-let bars: Bar[][] = [];
-let lanes: string[] = [];
+let data: TimelineData = emptyTimeline();
+let bars: Bar[] = [];
+let rowBars: Bar[][] = [];
+let rows: Row[] = [];
+let rowY: number[] = [];
 let mode: LaneMode = "worker";
 let span = { t0: 0, t1: 1 };
 let end = 1;
-let cursorStep = 0;
+let cursor: FiringRef = { step: 0, inner: 0 };
 let drawQueued = false;
 
-function setSteps(next: StepInfo[]): void {
+function addSteps(m: { reset: boolean; result: TimelineResult }): void {
+  if (m.reset) data = emptyTimeline();
+  if (!addTimeline(data, m.result) && !m.reset) return;
+  layTimeline();
+}
+
+function layTimeline(): void {
   const wasWhole = span.t0 <= 0 && span.t1 >= end;
-  steps = next;
-  const t = timelineBars(steps, mode);
-  lanes = t.lanes;
-  bars = byLane(t.bars, lanes.length);
-  end = Math.max(1e-3, ...t.bars.slice(-2000).map((b) => b.end), t.bars.length ? t.bars[t.bars.length - 1].end : 0);
+  const t = timelineBars(data, mode);
+  bars = t.bars;
+  rows = t.rows;
+  rowBars = byRow(bars, rows.length);
+  rowY = [];
+  let y = TOP;
+  for (const r of rows) {
+    rowY.push(y);
+    y += r.inner ? SUB : LANE;
+  }
+  end = 1e-3;
+  for (const b of bars) if (b.end > end) end = b.end;
   if (wasWhole || span.t1 <= span.t0) span = { t0: 0, t1: end };
   queueTimeline();
 }
@@ -279,54 +300,67 @@ function queueTimeline(): void {
   });
 }
 
+const rowHeight = (row: number): number => (rows[row]?.inner ? SUB : LANE);
+
 function drawTimeline(): void {
   const t = $<SVGSVGElement>("#tsvg");
   if ($<HTMLDivElement>("#timeline").hidden) return;
   const width = Math.max(200, t.getBoundingClientRect().width - LEFT - 10);
   t.replaceChildren();
-  t.setAttribute("height", String(Math.max(60, lanes.length * LANE + 30)));
+  const bottom = rows.length ? rowY[rows.length - 1] + rowHeight(rows.length - 1) : TOP;
+  t.setAttribute("height", String(Math.max(60, bottom + 10)));
   const msPerPx = Math.max((span.t1 - span.t0) / width, 1e-6);
   const x = (ms: number): number => LEFT + (ms - span.t0) / msPerPx;
-  lanes.forEach((name, i) => {
-    el("text", { x: 4, y: 20 + i * LANE + 14, class: "lane" }, t).textContent = name.length > 18 ? name.slice(0, 17) + "…" : name;
-    el("line", { x1: LEFT, x2: LEFT + width, y1: 20 + i * LANE + LANE - 1, y2: 20 + i * LANE + LANE - 1, class: "lane-line" }, t);
+  rows.forEach((r, i) => {
+    const name = r.label.length > 18 ? r.label.slice(0, 17) + "…" : r.label;
+    el("text", { x: r.inner ? 12 : 4, y: rowY[i] + rowHeight(i) - 6, class: r.inner ? "lane sub" : "lane" }, t).textContent = name;
+    if (!rows[i + 1]?.inner) el("line", { x1: LEFT, x2: LEFT + width, y1: rowY[i] + rowHeight(i) - 1, y2: rowY[i] + rowHeight(i) - 1, class: "lane-line" }, t);
   });
   for (let i = 0; i <= 4; i++) {
     const ms = span.t0 + ((span.t1 - span.t0) * i) / 4;
     el("text", { x: x(ms), y: 12, class: "tick", "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle" }, t).textContent = formatMs(ms);
   }
-  const drawn = visibleBars(bars, span.t0, span.t1, msPerPx);
-  for (const b of drawn) {
+  const drawn = visibleBars(rowBars, span.t0, span.t1, msPerPx);
+  const bar = (b: DrawnBar, extra: string): SVGRectElement => {
+    const h = rowHeight(b.row);
     const rect = el("rect", {
-      x: x(b.start), y: 20 + b.lane * LANE + 3, width: Math.max(1, (b.end - b.start) / msPerPx), height: LANE - 7,
-      class: `bar${b.replayed ? " replayed" : ""}${b.diverged ? " diverged" : ""}${b.count > 1 ? " merged" : ""}`, "data-step": b.step,
+      x: x(b.start), y: rowY[b.row] + (rows[b.row]?.inner ? 2 : 3), width: Math.max(1, (b.end - b.start) / msPerPx), height: h - (rows[b.row]?.inner ? 4 : 7),
+      class: `bar${rows[b.row]?.inner ? " inner" : ""}${b.replayed ? " replayed" : ""}${b.diverged ? " diverged" : ""}${b.count > 1 ? " merged" : ""}${extra}`,
+      "data-step": b.step, "data-inner": b.inner,
     }, t);
+    const what = b.inner ? `step ${b.step} · inner firing ${b.inner}` : `step ${b.step}`;
     el("title", {}, rect).textContent = b.count > 1
-      ? `${b.count} firings from step ${b.step} (zoom in to see each)`
-      : `step ${b.step} · ${b.actor} · ${formatMs(b.end - b.start)}${b.replayed ? " · replayed" : ""}`;
-    rect.addEventListener("click", () => post({ type: "step", step: b.step }));
-  }
+      ? `${b.count} firings from ${what} (zoom in to see each)`
+      : `${what} · ${b.actor} · ${formatMs(b.end - b.start)}${b.replayed ? " · replayed" : ""}`;
+    rect.addEventListener("click", () => post({ type: "step", step: b.step, inner: b.inner }));
+    return rect;
+  };
+  for (const b of drawn) bar(b, "");
   const ended = state?.replayEndedAt;
   if (ended !== undefined) {
-    const first = steps.find((s) => s.step === ended + 1);
-    if (first && first.startMs !== undefined) {
-      el("line", { x1: x(first.startMs), x2: x(first.startMs), y1: 16, y2: 20 + lanes.length * LANE, class: "replay-end" }, t);
-    }
+    const first = bars.find((b) => b.step === ended + 1 && !b.inner);
+    if (first) el("line", { x1: x(first.start), x2: x(first.start), y1: 16, y2: bottom, class: "replay-end" }, t);
   }
-  const current = steps[cursorStep - 1]?.step === cursorStep ? steps[cursorStep - 1] : steps.find((s) => s.step === cursorStep);
-  if (current) {
-    const cx = x(current.startMs ?? 0);
-    el("line", { x1: cx, x2: cx, y1: 16, y2: 20 + lanes.length * LANE, class: "cursor", "data-step": current.step }, t);
+  // the stepper's firing, drawn on top whatever was merged around it
+  const current = barsOf(bars, cursor);
+  for (const b of current) {
+    const selected = cursor.inner ? b.inner === cursor.inner : b.inner === 0;
+    if (b.end >= span.t0 && b.start <= span.t1) bar({ ...b, count: 1 }, selected ? " current" : " current-step");
   }
-  $("#tinfo").textContent = `${steps.length} firing${steps.length === 1 ? "" : "s"} · ${drawn.length} bars drawn · ${formatMs(span.t1 - span.t0)} shown`;
+  const own = current.find((b) => (cursor.inner ? b.inner === cursor.inner : b.inner === 0));
+  if (own) el("line", { x1: x(own.start), x2: x(own.start), y1: 16, y2: bottom, class: "cursor", "data-step": own.step }, t);
+  const innerCount = data.inner.length;
+  $("#tinfo").textContent = `${data.steps.length} step${data.steps.length === 1 ? "" : "s"}`
+    + (innerCount ? ` · ${innerCount} inner firing${innerCount === 1 ? "" : "s"}` : "")
+    + ` · ${drawn.length} bars drawn · ${formatMs(span.t1 - span.t0)} shown`;
 }
 
-function timelineCursor(step: number): void {
-  cursorStep = step;
-  const current = steps.find((s) => s.step === step);
-  if (current && current.startMs !== undefined && (current.startMs < span.t0 || current.startMs > span.t1)) {
+function timelineCursor(at: FiringRef): void {
+  cursor = at;
+  const own = barsOf(bars, at).find((b) => (at.inner ? b.inner === at.inner : b.inner === 0));
+  if (own && (own.start < span.t0 || own.start > span.t1)) {
     const w = span.t1 - span.t0;
-    span = { t0: Math.max(0, current.startMs - w / 2), t1: Math.max(0, current.startMs - w / 2) + w };
+    span = { t0: Math.max(0, own.start - w / 2), t1: Math.max(0, own.start - w / 2) + w };
   }
   queueTimeline();
 }
@@ -381,7 +415,7 @@ for (const b of document.querySelectorAll<HTMLButtonElement>("[data-tab]")) b.on
 $<HTMLButtonElement>("#fit").onclick = () => pan.fit(laidSize.w, laidSize.h);
 $<HTMLSelectElement>("#lanes").onchange = (e) => {
   mode = (e.target as HTMLSelectElement).value as LaneMode;
-  setSteps(steps);
+  layTimeline();
 };
 window.addEventListener("resize", () => queueTimeline());
 showTab(((vscode.getState() as { tab?: string } | undefined)?.tab) ?? "graph");
@@ -399,8 +433,8 @@ window.addEventListener("message", (event: MessageEvent<ToPage>) => {
       state = m.state;
       if (graph) paint(m.state);
       break;
-    case "steps":
-      setSteps(m.steps);
+    case "timeline":
+      addSteps(m);
       break;
     case "queue":
       showQueue(m.result);

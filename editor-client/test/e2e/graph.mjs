@@ -1,6 +1,7 @@
 // The graph view in the real VS Code: opened on the stepper's run, it highlights the step's actor
 // and shows each queue's size as the tape has it (checked against `flowtape show --step N --json`)
-// at two steps; a click on an actor reveals its line; the timeline draws the run's firings.
+// at two steps; a click on an actor reveals its line; the timeline draws the run's firings, the
+// loop's inner ones within its steps, and a click on an inner one puts the stepper on it.
 import { spawnSync } from "node:child_process";
 
 /** The graph page inside VS Code's webview iframes (an outer host frame, the page's own inside). */
@@ -85,6 +86,11 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     await waitStatus(new RegExp(`Ln ${line},`), 15000);
     await waitStatus(/step \d+\/\d+ · collect/, 15000);
     await screenshot("graph-actor-clicked");
+    // an actor inside the loop: the stepper goes into the loop's step, on its latest firing
+    await frame.locator('g.actor[data-path="review"] > rect').click();
+    await waitStatus(new RegExp(`Ln ${lineOf(flowFile, "review = Review()")},`), 15000);
+    await waitStatus(/step \d+\/\d+ · words › review · fire \d+ \(\d+\/\d+\)/, 15000);
+    await frame.locator('g.actor.focus[data-path="review"]').waitFor({ timeout: 10000 }); // the inner firing's actor, in focus
   });
 
   await stage("clicking an edge shows the queue's tokens", async () => {
@@ -94,18 +100,37 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     const text = await side.innerText();
     check(/review\.Out->collect\.In · \d+ token/.test(text), `the queue panel names the queue: ${text.slice(0, 120)}`);
     await screenshot("graph-queue");
+    // `Open whole`: every token of the queue at that step, as JSON in an editor
+    await side.locator("#open-queue").click();
+    // (monaco draws spaces as no-break spaces: \s matches them)
+    const whole = page.locator(".monaco-editor .view-lines", { hasText: /review\.Out->collect\.In\s+after\s+step\s+\d+\s+of\s+run/ }).first();
+    await whole.waitFor({ timeout: 15000 });
+    log(`  opened whole: ${(await whole.innerText()).split("\n")[0].slice(0, 120)}`);
   }, { critical: false });
 
-  await stage("the timeline tab draws the firings with the current step marked", async () => {
+  await stage("the timeline draws the firings, the loop's inner ones within its steps; a click on one selects it", async () => {
     await frame.locator('button[data-tab="timeline"]').click();
-    await frame.locator("#tsvg rect.bar").first().waitFor({ timeout: 10000 });
-    const bars = await frame.locator("#tsvg rect.bar").count();
-    const cursor = await frame.locator("#tsvg line.cursor").count();
-    log(`  timeline: ${bars} bars, ${await frame.locator("#tinfo").innerText()}`);
-    check(bars > 0 && cursor === 1, `bars ${bars}, cursor ${cursor}`);
+    await frame.locator("#tsvg rect.bar.inner").first().waitFor({ timeout: 15000 });
+    const drawn = await frame.locator("#tsvg").evaluate((svg) => {
+      const box = (r) => ({ step: r.getAttribute("data-step"), inner: r.getAttribute("data-inner"), x: Number(r.getAttribute("x")), w: Number(r.getAttribute("width")), y: Number(r.getAttribute("y")) });
+      const bars = [...svg.querySelectorAll("rect.bar:not(.current):not(.current-step)")].map(box);
+      const top = bars.filter((b) => b.inner === "0");
+      const inner = bars.filter((b) => b.inner !== "0");
+      const outside = inner.filter((b) => {
+        const step = top.find((t) => t.step === b.step);
+        return !step || b.x < step.x - 1 || b.x + b.w > step.x + step.w + 1 || b.y <= step.y;
+      });
+      return { top: top.length, inner: inner.length, outside: outside.length, cursor: svg.querySelectorAll("line.cursor").length,
+        last: inner.at(-1) };
+    });
+    log(`  timeline: ${drawn.top} step bars, ${drawn.inner} inner bars (${drawn.outside} outside their step), ${await frame.locator("#tinfo").innerText()}`);
+    check(drawn.top > 0 && drawn.inner > 0 && drawn.cursor === 1, `bars ${JSON.stringify(drawn)}`);
+    check(drawn.outside === 0, `every inner firing's bar is under its step's bar, within it: ${drawn.outside} are not`);
+    const { step, inner } = drawn.last;
+    await frame.locator(`#tsvg rect.bar.inner[data-step="${step}"][data-inner="${inner}"]`).first().dispatchEvent("click");
+    await waitStatus(new RegExp(`step ${step}/\\d+ · words › review · fire \\d+ \\(${inner}/\\d+\\)`), 15000);
+    await frame.locator(`#tsvg rect.bar.inner.current[data-step="${step}"][data-inner="${inner}"]`).waitFor({ timeout: 10000 });
     await screenshot("graph-timeline");
-    await frame.locator("#tsvg rect.bar").last().dispatchEvent("click");
-    await waitStatus(/step \d+\/\d+/, 10000);
     await frame.locator('button[data-tab="graph"]').click();
   }, { critical: false });
 }

@@ -3,10 +3,10 @@ import assert from "node:assert/strict";
 import ELK from "elkjs/lib/elk.bundled.js";
 import type { ElkNode } from "elkjs/lib/elk-api";
 import {
-  byLane, elkInput, latestFiringStep, pictureState, timelineBars, visibleBars,
-  type ElkNodeIn, type RunMarks,
+  addTimeline, barsOf, byRow, divergedSteps, elkInput, emptyTimeline, latestFiring, nextTimelineStep, pictureState, timelineBars, visibleBars,
+  type ElkNodeIn, type RunMarks, type TimelineData,
 } from "../../src/core/picture";
-import type { FlowGraph, StepInfo } from "../../src/core/protocol";
+import type { FlowGraph, TimelineFiring, TimelineStep } from "../../src/core/protocol";
 
 // examples/if_else.py's graph, as `flowtape graph --json` prints it (a loop holding an if)
 const IF_ELSE: FlowGraph = {
@@ -98,6 +98,17 @@ test("a 200-actor flow lays out", async () => {
   const laid = await new ELK().layout(elkInput({ workflow: "big", flowFile: "/f.py", actors, edges }) as ElkNode);
   assert.equal(laid.children?.length, 200);
   assert.ok(laid.children?.every((c) => c.x !== undefined));
+  // readable: no two boxes overlap, and each is as wide as its label needs
+  const boxes = (laid.children ?? []).map((c) => ({ x: c.x ?? 0, y: c.y ?? 0, w: c.width ?? 0, h: c.height ?? 0, label: c.labels?.[0]?.text ?? "" }));
+  for (const b of boxes) assert.ok(b.w >= b.label.length * 7, `${b.label} fits its box`);
+  const sorted = [...boxes].sort((a, b) => a.x - b.x);
+  for (let i = 0; i < sorted.length; i++) {
+    for (let j = i + 1; j < sorted.length && sorted[j].x < sorted[i].x + sorted[i].w; j++) {
+      const a = sorted[i];
+      const b = sorted[j];
+      assert.ok(a.y + a.h <= b.y || b.y + b.h <= a.y, `${a.label} and ${b.label} overlap`);
+    }
+  }
 });
 
 const marks = (over: Partial<RunMarks> = {}): RunMarks => ({ divergedSteps: new Map(), live: false, ...over });
@@ -115,6 +126,11 @@ test("at a step: queue sizes by index, the firing actor, the ready ones", () => 
   assert.deepEqual(s.active, ["lp", "check"]);
   assert.deepEqual(s.ready.sort(), ["c", "review"]);
   assert.equal(s.failed, undefined);
+  assert.equal(s.focus, undefined, "on the step itself: no inner firing in focus");
+  const firings = [{ actor: "lp", fireCount: 3 }, { actor: "check", fireCount: 3 }, { actor: "c", fireCount: 3 }, { actor: "review", fireCount: 1 }];
+  const into = pictureState(IF_ELSE, "r", 3, 9, { ...detail, fireCount: 3, firings }, marks(), 3);
+  assert.equal(into.focus, "review", "stepped into its third inner firing (the step's own left out)");
+  assert.equal(into.inner, 3);
 });
 
 test("divergences up to the step, the failure at the last step, the replayed region", () => {
@@ -130,39 +146,112 @@ test("divergences up to the step, the failure at the last step, the replayed reg
   assert.equal(pictureState(IF_ELSE, "r", 9, 9, undefined, { ...m, live: true }).failed, undefined, "a live run has not failed yet");
 });
 
-test("clicking an inner actor selects the latest step of the composite it fired in", () => {
-  const steps = [{ step: 1, actor: "lp" }, { step: 2, actor: "lp" }, { step: 3, actor: "other" }, { step: 4, actor: "lp" }];
-  assert.equal(latestFiringStep(IF_ELSE, steps, "review", 3), 2);
-  assert.equal(latestFiringStep(IF_ELSE, steps, "review", 4), 4);
-  assert.equal(latestFiringStep(IF_ELSE, steps, "lp", 1), 1);
-  assert.equal(latestFiringStep(IF_ELSE, steps, "nobody", 4), undefined);
+/** A timeline as the server gives it: times in ms here (µs on the wire). */
+function timeline(actors: string[], steps: [number, string, number, number, boolean?][], inner: [number, number, string, number, number][] = []): TimelineData {
+  const us = (ms: number): number => Math.round(ms * 1000);
+  return {
+    actors, total: steps.length, complete: true,
+    steps: steps.map(([n, a, at, dur, replayed]): TimelineStep => [n, actors.indexOf(a), us(at), us(dur), !!replayed, false]),
+    inner: inner.map(([n, i, a, at, dur]): TimelineFiring => [n, i, actors.indexOf(a), us(at), us(dur), false]),
+  };
+}
+
+const LOOP_RUN = timeline(["lp", "check", "c", "review", "approve", "other"],
+  [[1, "lp", 0, 10], [2, "lp", 10, 10], [3, "other", 20, 1], [4, "lp", 21, 10]],
+  [[1, 1, "check", 1, 2], [1, 3, "approve", 4, 2], [2, 1, "check", 11, 2], [2, 3, "review", 14, 4], [4, 1, "check", 22, 2]]);
+
+test("clicking an actor selects its latest firing at or before the step: an inner one, or its composite's step", () => {
+  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "review", 3), { step: 2, inner: 3 });
+  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "review", 4), { step: 2, inner: 3 }, "step 4 ran review's loop, not review");
+  assert.equal(latestFiring(IF_ELSE, LOOP_RUN, "review", 1), undefined, "review had not fired by step 1");
+  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "check", 4), { step: 4, inner: 1 });
+  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "c", 2), { step: 2, inner: 0 }, "an if's own firing is not timed: its loop's step");
+  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "lp", 1), { step: 1, inner: 0 });
+  assert.equal(latestFiring(IF_ELSE, LOOP_RUN, "nobody", 4), undefined);
+  assert.equal(latestFiring(IF_ELSE, emptyTimeline(), "review", 4), undefined);
+  const untimed = { ...LOOP_RUN, inner: [] }; // a tape from before inner firings were timed
+  assert.deepEqual(latestFiring(IF_ELSE, untimed, "review", 3), { step: 2, inner: 0 });
 });
 
-const step = (n: number, actor: string, startMs: number, durationMs: number, replayed = false): StepInfo => ({
-  step: n, actor, actorKind: "task", fireCount: 1, journalSeq: n, replayed, uri: "", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } },
-  durationMs, startMs,
+test("inner firings are drawn inside their composite's lane: rows under it, within its bar", () => {
+  const { bars, rows } = timelineBars(LOOP_RUN, "worker");
+  assert.deepEqual(rows.map((r) => [r.label, r.inner]), [["worker 1", false], ["↳ inside", true]]);
+  for (const b of bars.filter((x) => x.inner)) {
+    const step = bars.find((x) => x.step === b.step && !x.inner);
+    assert.ok(step && b.row > step.row && rows[b.row].lane === rows[step.row].lane);
+    assert.ok(step.start <= b.start && b.end <= step.end, `step ${b.step}'s inner firing ${b.inner} inside its bar`);
+  }
+  // two inner firings at once (a nested workflow's members on two workers): two rows, no overlap in a row
+  const parallel = timeline(["wf", "wf/a", "wf/b"], [[1, "wf", 0, 10]], [[1, 1, "wf/a", 1, 5], [1, 2, "wf/b", 2, 5], [1, 3, "wf/a", 7, 2]]);
+  const p = timelineBars(parallel, "worker");
+  assert.equal(p.rows.filter((r) => r.inner).length, 2);
+  for (const row of byRow(p.bars, p.rows.length)) {
+    for (let i = 1; i < row.length; i++) assert.ok(row[i].start >= row[i - 1].end, "a row's bars do not overlap");
+  }
+  const byActor = timelineBars(LOOP_RUN, "actor");
+  assert.deepEqual(byActor.rows.map((r) => r.label), ["lp", "↳ check", "↳ approve", "↳ review", "other"]);
+  const review = byActor.bars.find((b) => b.actor === "review");
+  assert.equal(byActor.rows[review?.row ?? -1].label, "↳ review");
 });
 
 test("worker lanes: overlapping firings on different lanes, a free lane reused", () => {
-  const { bars, lanes } = timelineBars([step(1, "a", 0, 10), step(2, "b", 2, 10), step(3, "c", 11, 1), step(4, "d", 12.5, 1)], "worker");
-  assert.deepEqual(lanes, ["worker 1", "worker 2"]);
-  const lane = Object.fromEntries(bars.map((b) => [b.actor, b.lane]));
+  const data = timeline(["a", "b", "c", "d"], [[1, "a", 0, 10], [2, "b", 2, 10], [3, "c", 11, 1], [4, "d", 12.5, 1]]);
+  const { bars, rows } = timelineBars(data, "worker");
+  assert.deepEqual(rows.map((r) => r.label), ["worker 1", "worker 2"]);
+  const lane = Object.fromEntries(bars.map((b) => [b.actor, b.row]));
   assert.notEqual(lane.a, lane.b);
   assert.equal(lane.c, lane.a, "a starts again on the lane that is free");
-  const byActor = timelineBars([step(1, "a", 0, 1), step(2, "b", 1, 1), step(3, "a", 2, 1)], "actor");
-  assert.deepEqual(byActor.lanes, ["a", "b"]);
+  const byActor = timelineBars(timeline(["a", "b"], [[1, "a", 0, 1], [2, "b", 1, 1], [3, "a", 2, 1]]), "actor");
+  assert.deepEqual(byActor.rows.map((r) => r.label), ["a", "b"]);
 });
 
-test("a long run draws at most about a bar a pixel a lane, and loses no firing in the count", () => {
-  const steps = Array.from({ length: 100_000 }, (_, i) => step(i + 1, `a${i % 3}`, i * 0.01, 0.005, i < 50_000));
-  const { bars, lanes } = timelineBars(steps, "actor");
-  const lanesBars = byLane(bars, lanes.length);
+test("a live run's timeline grows by what follows; an answer to an older question is dropped", () => {
+  const data = emptyTimeline();
+  assert.equal(nextTimelineStep(data), 1);
+  const first = timeline(["lp", "check"], [[1, "lp", 0, 1], [2, "lp", 1, 1]], [[1, 1, "check", 0.2, 0.1]]);
+  assert.ok(addTimeline(data, { ...first, complete: false }));
+  assert.equal(nextTimelineStep(data), 3);
+  assert.equal(addTimeline(data, first), false, "steps 1-2 again: already there");
+  assert.equal(data.steps.length, 2);
+  const next = timeline(["lp", "check"], [[3, "lp", 2, 1]], [[3, 1, "check", 2.2, 0.1]]);
+  assert.ok(addTimeline(data, next));
+  assert.deepEqual(data.steps.map((s) => s[0]), [1, 2, 3]);
+  assert.equal(data.inner.length, 2);
+  assert.equal(data.complete, true);
+});
+
+test("the stepper's firing: its step's bar and its inner firing's; diverged steps by actor", () => {
+  const { bars } = timelineBars(LOOP_RUN, "worker");
+  assert.deepEqual(barsOf(bars, { step: 2, inner: 3 }).map((b) => [b.actor, b.inner]).sort(), [["lp", 0], ["review", 3]]);
+  assert.deepEqual(barsOf(bars, { step: 3, inner: 0 }).map((b) => b.actor), ["other"]);
+  const d = timeline(["a"], [[1, "a", 0, 1], [2, "a", 1, 1]]);
+  d.steps[1][5] = true;
+  assert.deepEqual([...divergedSteps(d)], [[2, "a"]]);
+});
+
+test("100,000 firings: only what is in view is looked at, and zoomed out they merge (no firing lost in the count)", () => {
+  const actors = ["a0", "a1", "a2", "wf", "wf/x"];
+  const steps: [number, string, number, number, boolean?][] = [];
+  const inner: [number, number, string, number, number][] = [];
+  for (let i = 0; i < 90_000; i++) steps.push([i + 1, actors[i % 3], i * 0.01, 0.005, i < 45_000]);
+  for (let i = 0; i < 5_000; i++) {
+    const n = 90_001 + i;
+    steps.push([n, "wf", 900 + i * 0.02, 0.015]);
+    inner.push([n, 1, "wf/x", 900 + i * 0.02 + 0.001, 0.004], [n, 2, "wf/x", 900 + i * 0.02 + 0.008, 0.004]);
+  }
+  const data = timeline(actors, steps, inner);
+  const { bars, rows } = timelineBars(data, "actor");
+  assert.equal(bars.length, 105_000);
+  const perRow = byRow(bars, rows.length);
   const width = 800;
-  const all = visibleBars(lanesBars, 0, 1000, 1000 / width);
-  assert.ok(all.length <= width * lanes.length, `${all.length} bars drawn`);
-  assert.equal(all.reduce((n, b) => n + b.count, 0), 100_000);
-  assert.ok(all.some((b) => b.replayed) && all.some((b) => !b.replayed));
-  const zoomed = visibleBars(lanesBars, 100, 100.5, 0.5 / width); // zoomed in: single firings
-  assert.ok(zoomed.length > 0 && zoomed.every((b) => b.count === 1));
+  const all = visibleBars(perRow, 0, 1000, 1000 / width);
+  assert.ok(all.length <= 3 * width * rows.length, `${all.length} bars drawn for 105,000 firings`);
+  assert.equal(all.reduce((n, b) => n + b.count, 0), 105_000, "merged bars count every firing");
+  assert.ok(all.some((b) => b.replayed) && all.some((b) => !b.replayed), "replayed and live stay apart");
+  assert.ok(all.some((b) => b.row === rows.findIndex((r) => r.inner) && b.count > 1), "inner firings merge too");
+  const zoomed = visibleBars(perRow, 100, 100.5, 0.5 / width); // zoomed in: single firings, only those in view
+  assert.ok(zoomed.length > 0 && zoomed.length < 200 && zoomed.every((b) => b.count === 1));
   assert.ok(zoomed.every((b) => b.end >= 100 && b.start <= 100.5));
+  const late = visibleBars(perRow, 950, 950.1, 0.1 / width);
+  assert.ok(late.some((b) => b.inner === 2 && b.actor === "wf/x"), "an inner firing in view, drawn alone");
 });

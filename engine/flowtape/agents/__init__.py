@@ -109,6 +109,8 @@ class Agents:
                     outputs = outputs_of(spec, reply.text, reply.data)
                     break
                 except BadAnswer as exc:
+                    if reply.note:  # (a cut-off answer: the model is told, and so is the user)
+                        exc = BadAnswer(f"{exc}; {reply.note}", exc.port)
                     if attempt == config.repair:
                         tries = f"after {config.repair} repair(s)" if config.repair else "(repair=0)"
                         raise AnswerUnusable(f"the model's answer is unusable {tries}: {exc}") from None

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..usage import ModelCall
-from .config import Settings
-from .transport import ModelCallFailed, Reply, Request, failure
+from .config import MESSAGES_MAX_TOKENS, Settings
+from .transport import Reply, Request, failure, unreadable
 
 ANSWER_TOOL = "give_outputs"
 
@@ -25,33 +25,35 @@ class AnthropicMessages:
 
     def complete(self, request: Request) -> Reply:
         args: dict[str, Any] = {
-            "model": self.settings.model, "max_tokens": self.settings.max_tokens,
+            "model": self.settings.model, "max_tokens": self.settings.max_tokens or MESSAGES_MAX_TOKENS,
             "system": [{"type": "text", "text": text} for text in request.system if text],
             "messages": request.messages,
         }
         tool = {"name": ANSWER_TOOL, "description": "Give the task's outputs.", "input_schema": request.schema}
         try:
-            try:
-                if self.structured:
+            if self.structured:
+                try:
                     response = self.client.messages.create(**args, tools=[tool],
                                                            tool_choice={"type": "tool", "name": ANSWER_TOOL})
-                else:
+                except self.sdk.BadRequestError:
                     response = self.client.messages.create(**args)
-            except self.sdk.BadRequestError:
-                if not self.structured:
-                    raise
-                self.structured = False
+                    self.structured = False  # a server without tools: the answer's text is parsed
+            else:
                 response = self.client.messages.create(**args)
         except self.sdk.AnthropicError as exc:
             raise failure(exc, self.sdk, self.settings) from None
+        except ValueError as exc:  # a body the SDK could not decode (it says JSON, it is not)
+            raise unreadable(None, "Messages API reply", self.settings, f"a body that is no JSON ({exc})") from None
         try:
             text = "".join(block.text for block in response.content if block.type == "text")
             data = next((block.input for block in response.content if block.type == "tool_use"), None)
             usage = response.usage
             call = ModelCall(response.model or self.settings.model, usage.input_tokens or 0, usage.output_tokens or 0)
         except (AttributeError, TypeError):
-            raise ModelCallFailed(f"{self.settings.endpoint} answered something that is no Messages API reply") from None
-        return Reply(text, data if isinstance(data, dict) else None, call)
+            raise unreadable(response, "Messages API reply", self.settings) from None
+        note = {"max_tokens": f"the answer was cut off at max_tokens={args['max_tokens']}",
+                "refusal": "the model refused to answer (stop_reason 'refusal')"}.get(getattr(response, "stop_reason", ""), "")
+        return Reply(text, data if isinstance(data, dict) else None, call, note)
 
     def close(self) -> None:
         self.client.close()

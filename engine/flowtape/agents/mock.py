@@ -10,6 +10,7 @@ from typing import Any
 
 from ..model import TaskSpec
 from ..ports import is_resource
+from .prompts import to_json
 
 
 def _synthesize(port: str, port_type: Any) -> Any:
@@ -28,13 +29,8 @@ def _synthesize(port: str, port_type: Any) -> Any:
     return f"mock:{port}"
 
 
-def _json(values: dict[str, Any]) -> str:
-    """Values as a model reads them: JSON, whole (sets and other non-JSON values as lists or text)."""
-    return json.dumps(values, ensure_ascii=False, default=lambda v: sorted(v, key=repr) if isinstance(v, (set, frozenset)) else str(v))
-
-
 def _payload(prompt: str, inputs: dict[str, Any]) -> str:
-    return f"{prompt}\n\n{_json(inputs)}" if inputs else prompt
+    return f"{prompt}\n\n{to_json(inputs)}" if inputs else prompt
 
 
 def _declared(spec: TaskSpec, ports: dict[str, Any], who: str) -> None:
@@ -89,7 +85,7 @@ def ask(
                 answer[port] = value(inputs) if callable(value) else value
             else:
                 answer[port] = _synthesize(port, declared.type)
-    reply = _json({"outputs": answer})
+    reply = to_json({"outputs": answer})
     added = [{"role": "user", "content": _payload(config.prompt, inputs)}, {"role": "assistant", "content": reply}]
     history.extend(added)
     obj.chat_history = history

@@ -4,6 +4,8 @@ retry-after); what they raise is said here, naming the endpoint and never the ke
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +31,7 @@ class Reply:
     text: str
     data: dict[str, Any] | None  # the answer as a structured output gave it, when one did
     call: ModelCall = field(default_factory=lambda: ModelCall(""))
+    note: str = ""  # why the answer may be unusable, as the API said it (cut off at the token limit, a refusal)
 
 
 class Transport(Protocol):
@@ -56,6 +59,9 @@ def masked(text: str, secret: str) -> str:
     return text.replace(secret, "[key]") if len(secret) >= 4 else text
 
 
+_NOT_REACHED = frozenset({"ConnectError", "ConnectTimeout"})  # the HTTP client's errors for an endpoint not reached
+
+
 def failure(exc: Exception, sdk: Any, settings: Settings) -> ModelCallFailed:
     """What an SDK raised, said as one line naming the endpoint and the model."""
     where = settings.endpoint
@@ -65,7 +71,11 @@ def failure(exc: Exception, sdk: Any, settings: Settings) -> ModelCallFailed:
     elif isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         reason = f": {cause}" if cause is not None and str(cause) else ""
-        said = f"cannot reach {where}{reason}{tries}"
+        # (told by name: the SDKs' HTTP client is httpx, or a fork of it, depending on their version)
+        if cause is None or any(c.__name__ in _NOT_REACHED for c in type(cause).__mro__):
+            said = f"cannot reach {where}{reason}{tries}"
+        else:  # it was reached, and the answer broke off (a dropped connection, a truncated body)
+            said = f"the connection to {where} broke off before its answer came whole{reason}{tries}"
     elif isinstance(exc, sdk.APIStatusError):
         said = f"{where} answered HTTP {exc.status_code} for model {settings.model}: {_error_text(exc)}"
         if exc.status_code == 429 or exc.status_code >= 500:
@@ -86,7 +96,36 @@ def _error_text(exc: Any) -> str:
             return inner
     response = getattr(exc, "response", None)
     text = getattr(response, "text", "") if response is not None else ""
-    return (text or str(exc)).strip()[:300] or "no message"
+    return _clipped(text or str(exc)) or "no message"
+
+
+def _clipped(text: str, limit: int = 300) -> str:
+    """A body as a message can hold it: an HTML page's text (a proxy's error page), on one line, cut short."""
+    if text.lstrip().startswith("<"):
+        text = re.sub(r"<(script|style)\b.*?</\1>|<[^>]*>", " ", text, flags=re.S | re.I)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def unreadable(response: Any, what: str, settings: Settings, detail: str = "") -> ModelCallFailed:
+    """A reply that is no `what` (a chat completion, a Messages API reply), said with the error
+    it holds, when it holds one (some gateways answer errors with status 200), or how it begins."""
+    body = response.to_dict() if hasattr(response, "to_dict") else response
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        error = error.get("message") or error
+    if error:
+        detail = f"its error: {_clipped(str(error))}"
+    elif not detail:
+        detail = _beginning(body)
+    return ModelCallFailed(masked(f"{settings.endpoint} answered something that is no {what}: {detail}", settings.key))
+
+
+def _beginning(body: Any) -> str:
+    if isinstance(body, (str, bytes)):
+        text = body.decode(errors="replace") if isinstance(body, bytes) else body
+        return repr(_clipped(text, 120)) if text.strip() else "an empty body"
+    return _clipped(json.dumps(body, default=str), 120)
 
 
 def call(transport: Transport, request: Request, stopping: Callable[[], bool]) -> Reply:

@@ -1,4 +1,6 @@
-"""The Ray executor: each live firing of a task, agent or tool runs as a Ray task on a cluster.
+"""The Ray executor: each live firing of a task or tool runs as a Ray task on a cluster. An agent's
+firing runs on the driver, as with threads: a model call waits, it does not compute, and there it
+has the run's SDK clients, the run's stop, and the key, which never goes to the cluster.
 
 Why Ray *tasks*, with the actor's object sent along, rather than one Ray actor per Flowtape
 actor: the driver stays the one owner of every actor's state. A guard (which runs on the driver,

@@ -201,6 +201,50 @@ local function section(lines, title, entries, render)
   end
 end
 
+-- A float's buffer holds one line per entry: a value's own newlines would break it.
+local function add_text(lines, prefix, text)
+  local parts = vim.split(tostring(text), "\n", { plain = true })
+  table.insert(lines, prefix .. parts[1])
+  for i = 2, #parts do
+    table.insert(lines, "  " .. parts[i])
+  end
+end
+
+-- JSON's null arrives as vim.NIL, which is truthy.
+local function given(v)
+  if v == vim.NIL then
+    return nil
+  end
+  return v
+end
+
+-- An agent's firing: the question and the answer apart (a long question must not hide the
+-- answer), then each model call with its tokens and latency.
+local function chat_section(lines, entries)
+  if not entries or #entries == 0 then
+    return
+  end
+  table.insert(lines, "")
+  table.insert(lines, "## Chat")
+  for _, e in ipairs(entries) do
+    local asked, answer = given(e.asked), given(e.answer)
+    if not asked and not answer then
+      add_text(lines, "- `" .. e.actor .. "`: ", e.chat)
+    else
+      table.insert(lines, "- `" .. e.actor .. "`")
+      if asked then
+        add_text(lines, "  asked: ", asked)
+      end
+      if answer then
+        add_text(lines, "  answer: ", answer)
+      end
+    end
+    for _, c in ipairs(given(e.calls) or {}) do
+      table.insert(lines, string.format("  call: %s · %d in / %d out tokens · %d ms", c.model, c.inputTokens or 0, c.outputTokens or 0, c.ms or 0))
+    end
+  end
+end
+
 function M.detail_lines(d)
   local lines = {
     string.format("# Step %d · %s (%s) ×%d", d.step, d.actor, d.actorKind, d.fireCount),
@@ -217,9 +261,7 @@ function M.detail_lines(d)
   section(lines, "States", d.states, function(e)
     return string.format("- `%s` ×%d: %s", e.actor, e.fireCount, e.state == vim.NIL and "—" or tostring(e.state or "—"))
   end)
-  section(lines, "Chat", d.chat, function(e)
-    return "- `" .. e.actor .. "`: " .. e.chat
-  end)
+  chat_section(lines, d.chat)
   return lines
 end
 
