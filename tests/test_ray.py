@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -69,10 +70,28 @@ def test_a_ray_run_resumes_at_every_step(ray_address: str, runs_dir: Path) -> No
         steps = read_tape(runs_dir / f"at-{step}" / "tape.jsonl").steps()
         assert [s.replayed for s in steps] == [True] * step + [False] * (first.steps - step), step
         verify(runs_dir / f"at-{step}" / "tape.jsonl")
-    # at its last step every firing replays on the driver; only its source is asked once more (live) for what it may have gained
+    # at its last step every firing replays on the driver; only its source is asked once more (on the driver)
     last = execute(flow, runs_dir=runs_dir, run_id="at-last", resume_from="first", executor="ray", ray_address=ray_address)
     assert last.status == "succeeded" and last.outputs == EXPECTED[name]
     assert all(s.replayed for s in read_tape(runs_dir / "at-last" / "tape.jsonl").steps())
+
+
+def test_a_resume_at_the_last_step_never_joins_the_cluster(ray_address: str, runs_dir: Path) -> None:
+    """No cluster work: the resume succeeds with its address pointing where nothing listens, and
+    leaves this process without a Ray session."""
+    import ray
+
+    flow = load_flow(EXAMPLES / "nested.py")
+    first = execute(flow, max_workers=1, runs_dir=runs_dir, run_id="first", executor="ray", ray_address=ray_address)
+    assert first.status == "succeeded" and not ray.is_initialized()
+    with socket.socket() as s:  # a port of this namespace's loopback that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{s.getsockname()[1]}"
+    last = execute(flow, runs_dir=runs_dir, run_id="last", resume_from="first", executor="ray", ray_address=nowhere)
+    assert last.status == "succeeded", last.error
+    assert last.outputs == EXPECTED["nested"] and not ray.is_initialized()
+    assert all(s.replayed for s in read_tape(runs_dir / "last" / "tape.jsonl").steps())
+    verify(runs_dir / "last" / "tape.jsonl")
 
 
 def _unmarked(run_dir: Path, run_id: str) -> list[dict]:
@@ -309,20 +328,17 @@ from flowtape import Port, connect, task, workflow
 @task
 class Say:
     class Ports:
+        In = Port[str](direction="in")
         Out = Port[str](direction="out")
 
-    done: bool = False
-
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
-        return shout("tape")
+    def action(self, word):
+        return shout(word)
 
 
-@workflow
+@workflow(inputs={"In": str})
 def main():
     say = Say()
+    connect("In", say.In)
     connect(say.Out, "Out")
 '''
 
@@ -330,7 +346,7 @@ def main():
 def test_a_flow_importing_its_own_module_runs_on_the_workers(ray_address: str, runs_dir: Path, write_flow) -> None:
     path = write_flow(HELPER_FLOW)
     (path.parent / "helpers.py").write_text("import os\n\n\ndef shout(s):\n    return s.upper() + '!' + str(os.getpid())\n")
-    result = execute(load_flow(path), runs_dir=runs_dir, executor="ray", ray_address=ray_address)
+    result = execute(load_flow(path), {"In": "tape"}, runs_dir=runs_dir, executor="ray", ray_address=ray_address)
     assert result.status == "succeeded", result.error
     (said,) = result.outputs["Out"]
     assert said.startswith("TAPE!") and said != f"TAPE!{os.getpid()}"  # it ran in another process
@@ -344,15 +360,11 @@ from flowtape import Port, agent, connect, task, workflow
 
 @task
 class Where:
-    done: bool = False
-
     class Ports:
+        In = Port[int](direction="in")
         Out = Port[str](direction="out")
 
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
+    def action(self, x):
         return str(os.getpid())
 
 
@@ -363,10 +375,11 @@ class Say:
         said = Port[str](direction="out")
 
 
-@workflow
+@workflow(inputs={"In": int})
 def main():
     where = Where()
     say = Say()
+    connect("In", where.In)
     connect(where.Out, say.pid)
     connect(say.said, "said")
 '''
@@ -378,7 +391,7 @@ def test_an_agent_calls_its_model_from_the_driver_while_tasks_go_to_the_cluster(
     # (the key and the endpoint are the driver's alone: the cluster's workers never see them)
     monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-ray-test")
-    result = execute(load_flow(write_flow(AGENT_FLOW)), runs_dir=runs_dir, executor="ray", ray_address=ray_address)
+    result = execute(load_flow(write_flow(AGENT_FLOW)), {"In": 1}, runs_dir=runs_dir, executor="ray", ray_address=ray_address)
     assert result.status == "succeeded", result.error
     (request,) = server.requests
     worker = request.payload()["inputs"]["pid"]
@@ -398,27 +411,25 @@ from flowtape import Port, connect, task, workflow
 @task
 class Holder:
     class Ports:
+        In = Port[int](direction="in")
         Out = Port[int](direction="out")
 
     lock: object
-    done: bool = False
 
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
-        return 1
+    def action(self, x):
+        return x
 
 
-@workflow
+@workflow(inputs={"In": int})
 def main():
     holder = Holder(lock=threading.Lock())
+    connect("In", holder.In)
     connect(holder.Out, "Out")
 '''
 
 
 def test_an_actor_that_cannot_be_sent_fails_naming_it(ray_address: str, runs_dir: Path, write_flow) -> None:
-    result = execute(load_flow(write_flow(LOCKED_FLOW)), runs_dir=runs_dir, executor="ray", ray_address=ray_address)
+    result = execute(load_flow(write_flow(LOCKED_FLOW)), {"In": 1}, runs_dir=runs_dir, executor="ray", ray_address=ray_address)
     assert result.status == "failed" and result.error is not None and result.error.actor == "holder"
     assert "holder cannot be sent to a Ray worker" in result.error.message
     assert "holder.lock: cannot pickle '_thread.lock' object" in result.error.message

@@ -1,6 +1,11 @@
-"""The Ray executor: each live firing of a task or tool runs as a Ray task on a cluster. An agent's
-firing runs on the driver, as with threads: a model call waits, it does not compute, and there it
-has the run's SDK clients, the run's stop, and the key, which never goes to the cluster.
+"""The Ray executor: each live firing of a task or tool that takes tokens runs as a Ray task on a
+cluster. An agent's firing runs on the driver, as with threads: a model call waits, it does not
+compute, and there it has the run's SDK clients, the run's stop, and the key, which never goes to
+the cluster. So does a source's (a firing that takes no token): it is the flow's intake, which
+everything downstream waits on, and a round trip through the cluster per item would only delay it;
+a source that computes hands the work to an actor with an input. It also means a resume at the
+last step, whose only live work is asking each source once more, never joins the cluster: Ray is
+started (or joined) only by the first firing sent there.
 
 Why Ray *tasks*, with the actor's object sent along, rather than one Ray actor per Flowtape
 actor: the driver stays the one owner of every actor's state. A guard (which runs on the driver,
@@ -234,9 +239,9 @@ class RayExecutor:
     def execute(self, actor: Actor, plan: Plan, work_dir: Path, base_dir: Path, agents: Agents | None = None) -> Outcome:
         spec = actor.spec
         assert spec is not None
-        if spec.kind == "agent":  # a model call waits, it does not compute: made here, with the run's clients and stop
+        if spec.kind == "agent" or not plan.takes:  # a model call, or a source's intake: made here (see above)
             return execute(actor, plan, work_dir, base_dir, agents)
-        self.start()
+        self.start()  # (the first firing sent joins the cluster: a resume that only replays never does)
         job = Job(
             actor.path, actor.obj, plan.action.name if plan.action is not None else None, plan.values,
             actor.fire_count, list(actor.outputs), str(work_dir), str(base_dir),
