@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,24 @@ def test_a_resume_at_the_last_step_of_a_ray_run_does_no_cluster_work(ray_address
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert all(s.replayed for s in read_tape(runs_dir / "last" / "tape.jsonl").steps())
 
+
+
+def test_a_resume_at_the_last_step_never_joins_the_cluster(ray_address: str, runs_dir: Path) -> None:
+    """No cluster work: the resume succeeds with its address pointing where nothing listens, and
+    leaves this process without a Ray session."""
+    import ray
+
+    flow = load_flow(EXAMPLES / "nested.py")
+    first = execute(flow, max_workers=1, runs_dir=runs_dir, run_id="first", executor="ray", ray_address=ray_address)
+    assert first.status == "succeeded" and not ray.is_initialized()
+    with socket.socket() as s:  # a port of this namespace's loopback that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{s.getsockname()[1]}"
+    last = execute(flow, runs_dir=runs_dir, run_id="last", resume_from="first", executor="ray", ray_address=nowhere)
+    assert last.status == "succeeded", last.error
+    assert last.outputs == EXPECTED["nested"] and not ray.is_initialized()
+    assert all(s.replayed for s in read_tape(runs_dir / "last" / "tape.jsonl").steps())
+    verify(runs_dir / "last" / "tape.jsonl")
 
 def _unmarked(run_dir: Path, run_id: str) -> list[dict]:
     """What a run recorded after its header, replayed or not."""
