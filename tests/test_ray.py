@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,44 @@ def test_a_ray_run_resumes_at_every_step(ray_address: str, runs_dir: Path) -> No
     assert last.status == "succeeded" and last.outputs == EXPECTED[name]
     assert all(s.replayed for s in read_tape(runs_dir / "at-last" / "tape.jsonl").steps())
 
+
+def test_a_resume_at_the_last_step_of_a_ray_run_does_no_cluster_work(ray_address: str, runs_dir: Path, write_flow) -> None:
+    """Every firing replays and each source's last ask runs on the driver: no Ray instance is
+    started for it (without --ray-address one would be, in RAY_TMPDIR, as the test below sees)."""
+    if not loopback_only():
+        pytest.skip("starts a Ray instance if it fails: only in a loopback-only network namespace (make pytest)")
+    flow = write_flow(HELPER_FLOW.replace("from helpers import shout", "shout = str.upper"))
+    first = execute(load_flow(flow), runs_dir=runs_dir, run_id="first", executor="ray", ray_address=ray_address)
+    assert first.status == "succeeded"
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ftr-", dir="/tmp"))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "flowtape", "run", str(flow), "--executor", "ray", "--resume-from",
+                               "first", "--run-id", "last", "--runs-dir", str(runs_dir), "--json"],
+                              capture_output=True, text=True, env=dict(os.environ, RAY_TMPDIR=str(ray_tmp)), timeout=180)
+        assert json.loads(proc.stdout).get("outputs") == first.outputs, proc.stdout + proc.stderr
+        assert not list(ray_tmp.rglob("session_*")), "a Ray instance was started for a resume that replays only"
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert all(s.replayed for s in read_tape(runs_dir / "last" / "tape.jsonl").steps())
+
+
+
+def test_a_resume_at_the_last_step_never_joins_the_cluster(ray_address: str, runs_dir: Path) -> None:
+    """No cluster work: the resume succeeds with its address pointing where nothing listens, and
+    leaves this process without a Ray session."""
+    import ray
+
+    flow = load_flow(EXAMPLES / "nested.py")
+    first = execute(flow, max_workers=1, runs_dir=runs_dir, run_id="first", executor="ray", ray_address=ray_address)
+    assert first.status == "succeeded" and not ray.is_initialized()
+    with socket.socket() as s:  # a port of this namespace's loopback that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{s.getsockname()[1]}"
+    last = execute(flow, runs_dir=runs_dir, run_id="last", resume_from="first", executor="ray", ray_address=nowhere)
+    assert last.status == "succeeded", last.error
+    assert last.outputs == EXPECTED["nested"] and not ray.is_initialized()
+    assert all(s.replayed for s in read_tape(runs_dir / "last" / "tape.jsonl").steps())
+    verify(runs_dir / "last" / "tape.jsonl")
 
 def _unmarked(run_dir: Path, run_id: str) -> list[dict]:
     """What a run recorded after its header, replayed or not."""
@@ -300,31 +339,27 @@ def test_max_workers_bounds_the_firings_in_flight_on_the_cluster(ray_address: st
         assert _most_at_once(runs_dir / f"w{workers}") == workers
 
 
-HELPER_FLOW = '''\
+HELPER_FLOW = GEN_FLOW.format(body='''
 from helpers import shout
-
-from flowtape import Port, connect, task, workflow
 
 
 @task
 class Say:
     class Ports:
+        In = Port[int](direction="in")
         Out = Port[str](direction="out")
 
-    done: bool = False
-
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
+    def action(self, x):
         return shout("tape")
 
 
 @workflow
 def main():
+    gen = Gen(n=1)
     say = Say()
+    connect(gen.Out, say.In)
     connect(say.Out, "Out")
-'''
+''')
 
 
 def test_a_flow_importing_its_own_module_runs_on_the_workers(ray_address: str, runs_dir: Path, write_flow) -> None:
@@ -336,23 +371,19 @@ def test_a_flow_importing_its_own_module_runs_on_the_workers(ray_address: str, r
     assert said.startswith("TAPE!") and said != f"TAPE!{os.getpid()}"  # it ran in another process
 
 
-AGENT_FLOW = '''\
+AGENT_FLOW = GEN_FLOW.format(body='''
 import os
 
-from flowtape import Port, agent, connect, task, workflow
+from flowtape import agent
 
 
 @task
 class Where:
-    done: bool = False
-
     class Ports:
+        In = Port[int](direction="in")
         Out = Port[str](direction="out")
 
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
+    def action(self, x):
         return str(os.getpid())
 
 
@@ -365,11 +396,13 @@ class Say:
 
 @workflow
 def main():
+    gen = Gen(n=1)
     where = Where()
     say = Say()
+    connect(gen.Out, where.In)
     connect(where.Out, say.pid)
     connect(say.said, "said")
-'''
+''')
 
 
 def test_an_agent_calls_its_model_from_the_driver_while_tasks_go_to_the_cluster(
@@ -389,32 +422,29 @@ def test_an_agent_calls_its_model_from_the_driver_while_tasks_go_to_the_cluster(
     assert result.usage is not None and result.usage.calls == 1
 
 
-LOCKED_FLOW = '''\
+LOCKED_FLOW = GEN_FLOW.format(body='''
 import threading
-
-from flowtape import Port, connect, task, workflow
 
 
 @task
 class Holder:
     class Ports:
+        In = Port[int](direction="in")
         Out = Port[int](direction="out")
 
     lock: object
-    done: bool = False
 
-    def action(self):
-        if self.done:
-            return None
-        self.done = True
-        return 1
+    def action(self, x):
+        return x
 
 
 @workflow
 def main():
+    gen = Gen(n=1)
     holder = Holder(lock=threading.Lock())
+    connect(gen.Out, holder.In)
     connect(holder.Out, "Out")
-'''
+''')
 
 
 def test_an_actor_that_cannot_be_sent_fails_naming_it(ray_address: str, runs_dir: Path, write_flow) -> None:

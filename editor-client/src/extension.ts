@@ -27,7 +27,7 @@ import { askRunInputs } from "./runInputs";
 import { StepFinder } from "./stepFinder";
 import { Connection, commandFailed, errorText, withPlacement } from "./connection";
 import { StepPages } from "./stepPages";
-import { openOutputs, tellFinished } from "./outputsView";
+import { openOutputs, outputsDocuments, tellFinished } from "./outputsView";
 import { StepMarks, type Now } from "./stepMarks";
 import { askGoTo, askResumeStep } from "./stepPrompts";
 import { GraphPanel } from "./graphPanel";
@@ -136,7 +136,7 @@ class Flowtape implements vscode.Disposable {
       followRun: (runId) => this.followRun(runId),
       tell: (message) => this.tell(message),
     };
-    this.disposables.push(new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
+    this.disposables.push(outputsDocuments(), new WhatIf(host), new FiringDebugger(host, async (resource) => (await choosePython(resource)).python, this.output));
   }
 
   // ---- server ----------------------------------------------------------------------------------
@@ -504,7 +504,10 @@ class Flowtape implements vscode.Disposable {
     if (!editor && openEditor) {
       try {
         this.navigatingTo = uri.toString();
-        editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true });
+        // in the group that has the file's tab, if one has: not over the graph or the detail panel
+        // the user clicked in (the active group then)
+        const group = vscode.window.tabGroups.all.find((g) => g.tabs.some((t) => t.input instanceof vscode.TabInputText && t.input.uri.toString() === uri.toString()));
+        editor = await vscode.window.showTextDocument(uri, { preserveFocus: true, preview: true, viewColumn: group?.viewColumn });
       } catch (e) {
         this.log(`cannot open ${site.uri}: ${String(e)}`);
       } finally {

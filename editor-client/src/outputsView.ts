@@ -2,9 +2,19 @@
  *  previewed, or why it failed) and its outputs opened whole in a JSON document. */
 import * as vscode from "vscode";
 import { finishMessage, shortRunId } from "./core/format";
+import { ReadOnlyDocuments } from "./readOnlyDocs";
 import { Methods, type RunFinishedParams, type RunOutputsResult } from "./core/protocol";
 
 type Request = <R>(method: string, params: unknown) => Promise<R | undefined>;
+
+let documents: ReadOnlyDocuments | undefined;
+
+/** Serve the outputs documents (at activation): read-only, so closing one asks nothing (an
+ *  untitled one asks to be saved, and keeps "Close All Editors" waiting on that dialog). */
+export function outputsDocuments(): ReadOnlyDocuments {
+  documents ??= new ReadOnlyDocuments("flowtape-outputs", "(these outputs are no longer held: open them again from the run)\n");
+  return documents;
+}
 
 /** Every output token of a run, in a JSON document of its own (one port, or all). */
 export async function openOutputs(request: Request, tell: (message: string) => void, runId: unknown, port?: unknown): Promise<void> {
@@ -18,8 +28,8 @@ export async function openOutputs(request: Request, tell: (message: string) => v
   }
   if (!result) return;
   const shown = typeof port === "string" ? { [port]: result.outputs?.[port] ?? [] } : result.outputs;
-  const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(shown, null, 2) });
-  await vscode.window.showTextDocument(doc, { preview: true });
+  const uri = outputsDocuments().put(`outputs-${shortRunId(runId)}${typeof port === "string" ? `-${port}` : ""}`, JSON.stringify(shown, null, 2));
+  await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(uri), { preview: true });
 }
 
 /** A diverged replay and a failure are told for any run; a success, for a run started here (`mine`). */

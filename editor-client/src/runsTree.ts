@@ -92,6 +92,9 @@ export function isComposite(s: Pick<StepInfo, "actorKind">): boolean {
   return COMPOSITE.has(s.actorKind);
 }
 
+/** Least time between two redraws the tree asks of VS Code (more than VS Code's 200 ms debounce). */
+const FIRE_GAP_MS = 300;
+
 export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
   private readonly changed = new vscode.EventEmitter<Node | undefined | void>();
   readonly onDidChangeTreeData = this.changed.event;
@@ -110,28 +113,53 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
   readonly filters = new Map<string, StepFilter>();
   private readonly disposables: vscode.Disposable[] = [];
 
+  /** The nodes to refresh at the next fire (`undefined`: the whole tree). */
+  private dirty: Set<Node> | undefined = new Set();
+  private dirtyAny = false;
+  private lastFire = 0;
+  private fireTimer: ReturnType<typeof setTimeout> | undefined;
+
   constructor(private readonly store: StepStore) {
     this.disposables.push(
       store.onChange((change) => {
-        if (change.runs) {
-          this.changed.fire();
-          return;
-        }
+        if (change.runs) return this.refresh();
         for (const runId of change.steps) {
           const node = this.runNodes.get(runId);
-          if (node) this.changed.fire(node);
+          if (node) this.refresh(node);
         }
       }),
     );
   }
 
   dispose(): void {
+    if (this.fireTimer) clearTimeout(this.fireTimer);
     this.changed.dispose();
     for (const d of this.disposables) d.dispose();
   }
 
+  /** Redraw a node (or the whole tree). At once when the tree was quiet; while a run streams, at
+   *  most every FIRE_GAP_MS: VS Code redraws a view only once its change events pause for 200 ms,
+   *  so a change every 50 ms (each batch of steps) would leave the run row unredrawn (`running ·
+   *  0 steps`) until the run ends. */
   refresh(node?: Node): void {
-    this.changed.fire(node);
+    if (!node) this.dirty = undefined;
+    else this.dirty?.add(node);
+    this.dirtyAny = true;
+    if (this.fireTimer) return;
+    const wait = this.lastFire + FIRE_GAP_MS - Date.now();
+    if (wait <= 0) return this.fireDirty();
+    this.fireTimer = setTimeout(() => this.fireDirty(), wait);
+  }
+
+  private fireDirty(): void {
+    this.fireTimer = undefined;
+    if (!this.dirtyAny) return;
+    const nodes = this.dirty;
+    this.dirty = new Set();
+    this.dirtyAny = false;
+    this.lastFire = Date.now();
+    if (!nodes) this.changed.fire();
+    else for (const n of nodes) this.changed.fire(n);
   }
 
   visibleRuns(): RunInfo[] {

@@ -337,6 +337,9 @@ def register(server: FlowtapeServer) -> None:
             raise unreadable(run, exc) from None
 
     async def _get_steps(run: Run, p: P.GetStepsParams) -> Any:
+        # `live` as it was before the page was read: a run that ends while it is read says `live`
+        # once more, so a client polling until `live` is false asks again and gets the last steps
+        was_live = run.live
         if p.from_ == 1 and manager.starting(run):  # no steps yet, and no failure either: an empty first page
             return P.GetStepsResult(runId=run.run_id, steps=[], total=0, live=True).to_json()
         if not run.live and not run.index.finished and p.from_ > run.index.steps:
@@ -361,7 +364,7 @@ def register(server: FlowtapeServer) -> None:
         if steps:  # a live run's tape is read on meanwhile: the page may hold steps past the count taken before
             total = max(total, steps[-1].step)
         return P.GetStepsResult(
-            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=total, live=run.live,
+            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=total, live=was_live,
         ).to_json()
 
     @server.feature(P.STEP_DETAIL)

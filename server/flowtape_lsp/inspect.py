@@ -137,7 +137,9 @@ class Inspector:
         self.selected[file_key(run.uri)] = (run.run_id, step)
         self._views.pop(file_key(run.uri), None)  # (the latest selection is found first)
         self._views[file_key(run.uri)] = view
-        self.server.refresh_views()
+        # The lenses name the selected step only for a client that does not ask for it (codelens.py):
+        # a step key of any other client redraws the hints alone, one round trip, not two.
+        self.server.refresh_views(lenses=not self.server.client_options.asksForStep)
 
     def on_run_finished(self, run: Run) -> None:
         """A newer run of a flow takes over its hovers and hints from a step selected in an older

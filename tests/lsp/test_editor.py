@@ -311,6 +311,7 @@ async def test_step_detail_hover_and_inlay_hints_follow_the_selected_step(client
     hover_at = lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line, 8))
     hover = await client.text_document_hover_async(hover_at)  # no selection yet: the run's last step
     assert hover is not None and "fired 4 times" in hover.contents.value
+    lens_refreshes = len(col.of(lsp.WORKSPACE_CODE_LENS_REFRESH))
     client.protocol.notify("flowtape/selectStep", {"runId": run["runId"], "step": at["step"]})
     for _ in range(100):
         hover = await client.text_document_hover_async(hover_at)
@@ -318,6 +319,8 @@ async def test_step_detail_hover_and_inlay_hints_follow_the_selected_step(client
             break
         await asyncio.sleep(0.02)
     assert hover is not None and "fired 2 times" in hover.contents.value and "'total': 3" in hover.contents.value
+    # the lenses of a client that asks for the step do not name it: a step key does not redraw them
+    assert len(col.of(lsp.WORKSPACE_CODE_LENS_REFRESH)) == lens_refreshes
     assert f"step {at['step']}" in hover.contents.value
     hints = await client.text_document_inlay_hint_async(lsp.InlayHintParams(
         text_document=lsp.TextDocumentIdentifier(uri=uri), range=lsp.Range(lsp.Position(0, 0), lsp.Position(200, 0)),

@@ -11,6 +11,9 @@ flow of fifty actors needs as many worker processes as the cluster has CPUs, not
 is that the object travels with each firing (pickled both ways): keep big read-only data out of
 an actor's fields, or load it inside the action.
 
+What stays on the driver: agents (a model call waits) and a source's quick asks (DRIVER_CPU), so
+that a resume whose every firing replays starts or joins no cluster.
+
 What crosses: the actor's object, the firing's input values and its outputs, through Ray's
 object store (big ones are not copied through the driver more than the tape needs: the driver
 encodes every output for the tape, as it does with threads; nothing pickled is ever written)."""
@@ -26,6 +29,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +67,12 @@ _DIED = (rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError, rex.Own
 EXCLUDES = [".flowtape/", ".git/", ".venv/", "venv/", "node_modules/", "__pycache__/", "*.pyc"]
 SHARED_MARK = ".flowtape-shared"
 PROBE_TIMEOUT = 5.0  # seconds to wait for a head's port to answer
+# A firing that takes no token (a source asked whether it has more) runs on the driver while that
+# actor's asks compute for less than this (CPU seconds of the driver's thread, so waiting on a file
+# or a command does not count): a round trip through Ray costs more than such an ask, and a resume
+# at the last step, which asks each source once more, then does no cluster work at all. An ask that
+# computes longer sends that actor's later ones to the cluster.
+DRIVER_CPU = 0.010
 
 
 class FiringCancelled(ToolStopped):  # noqa: N818 - like a stopped tool: the firing did not happen
@@ -188,6 +198,7 @@ class RayExecutor:
         self._shared: str | None = None
         self._in_flight: set[Any] = set()
         self._closed = threading.Event()
+        self._computing: set[str] = set()  # the actors whose token-less firings go to the cluster (DRIVER_CPU)
 
     def watch(self, stopping: Callable[[], bool]) -> None:
         self.stopping = stopping  # a stop cancels the firings under way on the cluster
@@ -236,6 +247,14 @@ class RayExecutor:
         assert spec is not None
         if spec.kind == "agent":  # a model call waits, it does not compute: made here, with the run's clients and stop
             return execute(actor, plan, work_dir, base_dir, agents)
+        if not plan.takes and actor.path not in self._computing:
+            began = time.thread_time()
+            try:
+                return execute(actor, plan, work_dir, base_dir, agents)
+            finally:
+                if time.thread_time() - began >= DRIVER_CPU:
+                    with self._lock:
+                        self._computing.add(actor.path)
         self.start()
         job = Job(
             actor.path, actor.obj, plan.action.name if plan.action is not None else None, plan.values,
