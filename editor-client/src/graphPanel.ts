@@ -215,6 +215,15 @@ export class GraphPanel implements vscode.Disposable {
   private async revealActor(path: string): Promise<void> {
     const actor = this.graph?.actors.find((a) => a.path === path);
     if (!actor) return;
+    const runId = this.shown.runId;
+    if (runId && this.graph) {
+      const s = this.host.stepper();
+      const at = s.runId === runId && s.index > 0 ? s.index : this.host.store.total(runId);
+      const found = latestFiring(this.graph, this.timeline, path, at);
+      if (found) await this.host.goTo(runId, found.step, found.inner);
+    }
+    // the editor is focused last: the stepper's move (a round trip to the server) must not leave
+    // the focus on the graph the user clicked in, whose own focus event can come late
     const uri = this.files[actor.file];
     if (uri) {
       const line = Math.max(0, actor.line - 1);
@@ -224,12 +233,6 @@ export class GraphPanel implements vscode.Disposable {
       editor.selection = new vscode.Selection(range.start, range.start);
       editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     }
-    const runId = this.shown.runId;
-    if (!runId || !this.graph) return;
-    const s = this.host.stepper();
-    const at = s.runId === runId && s.index > 0 ? s.index : this.host.store.total(runId);
-    const found = latestFiring(this.graph, this.timeline, path, at);
-    if (found) await this.host.goTo(runId, found.step, found.inner);
   }
 
   private stepNow(runId: string): number {
