@@ -100,7 +100,7 @@ def _resource_input(path: str, value: Any) -> dict[str, Any]:
     url = re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
     is_dir, is_file = (False, False) if url else (os.path.isdir(path), os.path.isfile(path))
     kind = _resource_kind(path, declared, is_dir, is_file)
-    meta: dict[str, Any] = {"path": path, "kind": kind, "exists": is_dir or is_file or (not url and os.path.exists(path)),
+    meta: dict[str, Any] = {"path": path, "kind": kind, "exists": not url and os.path.exists(path),
                             "isDir": is_dir, "isFile": is_file}
     if declared and declared != kind:
         meta["declaredKind"] = declared
