@@ -310,18 +310,21 @@ def test_a_full_disk_fails_the_run_with_the_reason_and_keeps_what_was_written(ch
     import os
     import types
 
-    from flowtape import writer
+    from flowtape import tapefile
 
     calls = {"n": 0}
 
-    def fill_up(fd: int, data: bytes) -> int:  # the disk fills up after the tape's 6th write
+    def fill_up(fd: int, offset: int, length: int) -> None:  # the disk fills up at the tape's 3rd window
         calls["n"] += 1
-        if calls["n"] > 6:
+        if calls["n"] > 2:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return os.write(fd, data)
+        os.posix_fallocate(fd, offset, length)
 
-    # (the writer's own `os`, whose write(2) is the full disk's: every other module's stays as it is)
-    monkeypatch.setattr(writer, "os", types.SimpleNamespace(**{**vars(os), "write": fill_up}))
+    # (the tape file's own `os`, whose block allocation is the full disk's: every other module's
+    # stays as it is), and windows of a page, so that a few firings fill one
+    monkeypatch.setattr(tapefile, "os", types.SimpleNamespace(**{**vars(os), "posix_fallocate": fill_up}))
+    monkeypatch.setattr(tapefile, "WINDOW", 1)
+    monkeypatch.setenv("FT_N", "200")
     result = execute(chain.main, max_workers=workers, runs_dir=tmp_path, run_id="full")
     assert result.status == "failed" and result.error is not None
     assert "Flowtape could not go on: OSError" in result.error.message and "No space left" in result.error.message

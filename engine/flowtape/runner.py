@@ -442,10 +442,10 @@ def _finish(engine: Engine, net: Network, writer: TapeWriter | None, run_dir: Pa
         if writer is not None:
             try:
                 writer.write(end)
+                writer.close()  # (cut to its length: what the seal covers)
                 summary.tape = trust.seal_file(writer.path, writer.written)
             except OSError:  # the disk is full, say: the tape stays as a killed run's, readable
-                pass
-            writer.close()
+                writer.close()
         engine.tape = None
     outputs = {port: [decode(bytes(e)) if v is LAZY else v for v, e in items] for port, items in outputs_items.items()}
     if run_dir is not None:

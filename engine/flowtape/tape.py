@@ -394,13 +394,14 @@ class Chain:
 
     def __init__(self, last: str = "") -> None:
         self.last = last
-        self.pending: list[bytes] = []  # lines since the last hashed one, as hashed
+        self.pending: list[bytes] = []  # lines since the last hashed one, as hashed, without their newlines
 
     def cover(self, line: bytes) -> None:
-        self.pending.append(_unmarked(line) + b"\n")
+        self.pending.append(_unmarked(line))
 
     def hash_of(self, body: bytes) -> str:
-        covered = self.last.encode() + b"".join(self.pending) + _unmarked(body)
+        pending = self.pending
+        covered = self.last.encode() + (b"\n".join(pending) + b"\n" if pending else b"") + _unmarked(body)
         return hashlib.blake2b(covered, digest_size=HASH_LEN // 2).hexdigest()
 
     def advance(self, h: str) -> None:
@@ -409,23 +410,25 @@ class Chain:
 
     def seal_line(self, body: bytes) -> bytes:
         """The line to write for a record's encoding `body` (without a hash field)."""
+        return self.sealed(body) + b"\n"
+
+    def sealed(self, body: bytes) -> bytes:
+        """`seal_line` without the newline."""
         if body.startswith(_TAGS[1]) or (body.startswith(_FIRING_TAGS) and len(self.pending) < COVERED_LINES):
-            line = body + b"\n"
-            self.pending.append(_unmarked(line) if body.startswith(_MARKED) else line)
-            return line
+            self.pending.append(_unmarked(body) if body.startswith(_MARKED) else body)
+            return body
         h = self.hash_of(body)
         self.advance(h)
         self._after_header(body)
-        return body[:-1] + HASH_KEY + h.encode() + b'"}\n'
+        return body[:-1] + HASH_KEY + h.encode() + b'"}'
 
-    def seal_firing(self, body: bytes, replayed: bool) -> bytes:
-        """`seal_line` for a firing's line (its encoding `body`, marked `replayed` or not)."""
+    def sealed_firing(self, body: bytes, replayed: bool) -> bytes:
+        """`sealed` for a firing's line (its encoding `body`, marked `replayed` or not)."""
         pending = self.pending
         if len(pending) < COVERED_LINES:
-            line = body + b"\n"
-            pending.append(_unmarked(line) if replayed else line)
-            return line
-        return self.seal_line(body)
+            pending.append(_unmarked(body) if replayed else body)
+            return body
+        return self.sealed(body)
 
     def seal(self, record: msgspec.Struct) -> bytes:
         return self.seal_line(_encoder.encode(record))
@@ -601,7 +604,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
             data = fh.read()
     except FileNotFoundError:
         raise TraceCorruption(f"no tape at {path}") from None
-    raw_lines = data.split(b"\n")
+    raw_lines = without_zero_tail(data).split(b"\n")
     torn = False
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
@@ -646,6 +649,13 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     if torn and warn:
         print(f"flowtape: warning: {path}: ignoring a torn last line (the run was cut off mid-write)", file=sys.stderr)
     return Tape(path, lines, torn)
+
+
+def without_zero_tail(data: bytes) -> bytes:
+    """A tape's bytes without the zero bytes at its end that a killed writer left (the rest of the
+    window it was writing into, tapefile.py): no record holds a zero byte, and what is cut before
+    them is read as any tape cut there is (a line cut short is a torn last line)."""
+    return data.rstrip(b"\0") if data.endswith(b"\0") else data
 
 
 def why_unreadable(raw: bytes, number: int, exc: Exception) -> str:

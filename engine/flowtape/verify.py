@@ -43,6 +43,7 @@ from .tape import (
     resolve_state,
     split_hash,
     why_unreadable,
+    without_zero_tail,
 )
 from .usage import Spending
 from .values import canonical, check, digest
@@ -620,7 +621,7 @@ def ends(path: Path) -> tuple[Header, End | None]:
         first = fh.readline().rstrip(b"\n")
         size = fh.seek(0, 2)
         fh.seek(max(size - (1 << 20), 0))
-        last = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        last = without_zero_tail(fh.read()).rstrip(b"\n").rsplit(b"\n", 1)[-1]
     try:
         header: object = decode_record(first)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -699,7 +700,9 @@ def _streamed_lines(path: Path) -> Iterator[Line]:
     with open_regular(path) as fh:
         for data in fh:
             whole = data.endswith(b"\n")
-            raw = data[:-1] if whole else data
+            raw = data[:-1] if whole else without_zero_tail(data)
+            if not raw and not whole:
+                return  # the zero tail a killed writer left (tapefile.py): no part of the tape
             if not whole and not is_end_line(raw):
                 if last_is_end:  # nothing is written after the end
                     raise TraceCorruption("bytes after the end record", number + 1, "the end record is last")

@@ -1,9 +1,9 @@
-"""Writing a run's tape as it goes: each record sealed into the hash chain and handed to the OS
-at once (and to the disk with `durable`); a resumed run's restored prefix copied in."""
+"""Writing a run's tape as it goes: each record sealed into the hash chain and stored in the file
+at once (through its mapping, tapefile.py; to the disk with `durable`); a resumed run's restored
+prefix copied in."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
@@ -12,38 +12,40 @@ from msgspec import Raw
 
 from .delta import EDIT_FROM, Edit, edit_between
 from .tape import NO_STATE, Chain, Checkpoint, Firing, SimpleFiring, Step, mark_line, mark_replayed
+from .tapefile import TapeFile
 
 COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time
 _encode = msgspec.json.Encoder().encode  # (bound once: two records a firing)
 
 
 class TapeWriter:
-    """Appends sealed records; each write reaches the OS at once (and the disk with `durable`)."""
+    """Appends sealed records; each is in the file (the OS's page cache) at once, and on the disk
+    with `durable`."""
 
     def __init__(self, path: Path, durable: bool = False) -> None:
         self.path = path
         self.durable = durable
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file = TapeFile(path, durable)
+        self._line = self._file.line
         self._chain = Chain()
         self._step = 0  # the number of the last step written: a firing's seq one past it is left out
         self._round = 0  # and its round: a step of the same round leaves it out
         self._states: dict[str, Raw] = {}  # each actor's last state written: the next may be an edit of it
         self._lock = threading.Lock()
-        self.written = 0  # bytes, for checkpoints and the tape's seal (trust.py)
         self.closed = False
 
-    def _out(self, data: bytes) -> None:
-        os.write(self._fd, data)
-        self.written += len(data)
-        if self.durable:
-            os.fsync(self._fd)
+    @property
+    def written(self) -> int:
+        """Bytes written, for checkpoints and the tape's seal (trust.py)."""
+        return self._file.size
 
     def write(self, *records: msgspec.Struct) -> None:
         """Seal and write records (a simple firing's goes by `fired`)."""
         with self._lock:
             if self.closed:
                 return
-            self._out(b"".join(map(self._seal, records)))
+            for record in records:
+                self._line(self._seal(record))
 
     def fired(self, record: SimpleFiring, checkpoint: Checkpoint | None = None) -> None:
         """Write a simple firing's line (and a checkpoint after it): the one way one is written.
@@ -63,14 +65,9 @@ class TapeWriter:
                 edit = self._edit_of(record.actor, record.state)
                 if edit is not None:
                     record.state, record.stateEdit = NO_STATE, edit
-            data = self._chain.seal_firing(_encode(record), record.replayed)
-            if checkpoint is None:
-                os.write(self._fd, data)
-                self.written += len(data)
-                if self.durable:
-                    os.fsync(self._fd)
-            else:
-                self._out(data + self._seal(checkpoint))
+            self._line(self._chain.sealed_firing(_encode(record), record.replayed))
+            if checkpoint is not None:
+                self._line(self._seal(checkpoint))
 
     def _seal(self, record: msgspec.Struct) -> bytes:
         kind = type(record)
@@ -82,7 +79,7 @@ class TapeWriter:
             else:  # the same round as the last step: left out
                 record.round = -1
                 try:
-                    return self._chain.seal_line(_encode(record))
+                    return self._chain.sealed(_encode(record))
                 finally:
                     record.round = self._round
         elif kind is Firing:
@@ -97,15 +94,15 @@ class TapeWriter:
                     finally:
                         record.state, record.stateEdit = state, None
             return self._seal_firing(record)
-        return self._chain.seal_line(_encode(record))
+        return self._chain.sealed(_encode(record))
 
     def _seal_firing(self, record: Firing) -> bytes:
         seq = record.seq
         if seq != self._step + 1:
-            return self._chain.seal_line(_encode(record))
+            return self._chain.sealed(_encode(record))
         record.seq = 0
         try:
-            return self._chain.seal_line(_encode(record))
+            return self._chain.sealed(_encode(record))
         finally:
             record.seq = seq
 
@@ -129,14 +126,14 @@ class TapeWriter:
             while start < end:
                 cut = data.find(b"\n", min(end, start + COPY_CHUNK) - 1) + 1  # on a line's end
                 cut = end if not start < cut <= end else cut
-                self._out(mark_replayed(data[start:cut]))
+                self._file.block(mark_replayed(data[start:cut]))
                 start = cut
 
     def copy_replayed(self, lines: list[bytes]) -> None:
         """Append some records of another tape, marked `replayed` and chained anew (when the
         prefix a resumed run restored is not one block of the recorded tape)."""
         with self._lock:
-            self._out(b"".join(self._chain.reseal(mark_line(raw)) for raw in lines))
+            self._file.block(b"".join(self._chain.reseal(mark_line(raw)) for raw in lines))
 
     def follow(self, step: int, round_: int, states: dict[str, Raw]) -> None:
         """After a copied prefix: the step and round its last step had (what later records leave
@@ -149,4 +146,4 @@ class TapeWriter:
         with self._lock:
             if not self.closed:
                 self.closed = True
-                os.close(self._fd)
+                self._file.close()
