@@ -25,6 +25,7 @@ from msgspec import Raw
 
 from .agents import Agents
 from .composites import fire_control, fire_subflow
+from .digests import digest_taken
 from .errors import FiringStopped, FlowtapeError
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Plan, give_back, select
@@ -34,7 +35,7 @@ from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
 from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
 from .usage import ModelCall, Tally
-from .values import NotEncodable, digest, digest_one, encode
+from .values import NotEncodable, digest, encode
 from .writer import TapeWriter
 
 _NONE_ENC = Raw(encode(None))
@@ -485,9 +486,9 @@ class Engine:
             else:
                 q_in, taken = takes[0]
                 if len(taken) == 1 and q_in is not q_out:
-                    token = taken[0][1]
+                    value, token = taken[0]
                     if token is not self._digest_of:  # (a token fanned out is one object in each queue: digested once)
-                        self._digest = digest_one(token)
+                        self._digest = digest_taken(value, token)
                         self._digest_of = token
                     consumed = [(q_in.index, 1, self._digest)]
                     sizes = [len(q_in.items), len(q_out.items)] if q_in.index < q_out.index else [len(q_out.items), len(q_in.items)]

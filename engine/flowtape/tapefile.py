@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 WINDOW = 1 << 18  # bytes the file grows by at a time (a killed writer's zero tail is at most this)
@@ -31,7 +32,9 @@ class TapeFile:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._base = self._end = os.fstat(self._fd).st_size  # the window's first and last offsets
         self._map: mmap.mmap | None = None
-        self._store = self._no_room  # the window's write: raises ValueError when it has no room
+        # the window's own write, for a caller that stores a line's body and newline itself: it
+        # raises ValueError, having stored nothing, when the window has no room (then `line` it)
+        self.store: Callable[[bytes], int] = self._no_room
 
     @staticmethod
     def _no_room(data: bytes) -> int:
@@ -45,17 +48,21 @@ class TapeFile:
     def line(self, body: bytes) -> None:
         """Append one line: `body` (no newline in it), then its newline."""
         try:
-            self._store(body)
+            self.store(body)
         except ValueError:  # no room left in the window: the next one starts where this ends
             self._window(len(body) + 1)
-            self._store(body)
+            self.store(body)
         try:
-            self._store(b"\n")
+            self.store(b"\n")
         except ValueError:
             self._window(1)
-            self._store(b"\n")
+            self.store(b"\n")
         if self.durable:
-            os.fsync(self._fd)  # (it writes back what a mapping stored too: the page cache is one)
+            self.sync()
+
+    def sync(self) -> None:
+        """To the disk: fsync writes back what the mapping stored too (the page cache is one)."""
+        os.fsync(self._fd)
 
     def block(self, data: bytes) -> None:
         """Append whole lines at once (a resumed run's copied prefix, say), copied by the kernel."""
@@ -84,7 +91,7 @@ class TapeFile:
         self._map = mmap.mmap(self._fd, end - base, offset=base)
         self._map.seek(at - base)
         self._base, self._end = base, end
-        self._store = self._map.write
+        self.store = self._map.write
 
     def close(self) -> None:
         """Unmap, and cut the file to what was written: no zero tail is left."""
@@ -92,7 +99,7 @@ class TapeFile:
         if self._map is not None:
             self._map.close()
             self._map = None
-            self._store = self._no_room
+            self.store = self._no_room
         self._end = size
         os.ftruncate(self._fd, size)
         if self.durable:

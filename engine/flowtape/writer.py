@@ -65,7 +65,19 @@ class TapeWriter:
                 edit = self._edit_of(record.actor, record.state)
                 if edit is not None:
                     record.state, record.stateEdit = NO_STATE, edit
-            self._line(self._chain.sealed_firing(_encode(record), record.replayed))
+            body = self._chain.sealed_firing(_encode(record), record.replayed)
+            store = self._file.store  # (TapeFile.line, without its call)
+            try:
+                store(body)
+            except ValueError:
+                self._line(body)
+            else:
+                try:
+                    store(b"\n")
+                except ValueError:
+                    self._line(b"")
+                if self.durable:
+                    self._file.sync()
             if checkpoint is not None:
                 self._line(self._seal(checkpoint))
 
