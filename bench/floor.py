@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
-from flowtape.tape import Chain, SimpleFiring
+from flowtape.chain import Chain
+from flowtape.tape import SimpleFiring
 from flowtape.values import digest_one, encode
 from flowtape.writer import TapeWriter
 from msgspec import Raw

@@ -328,7 +328,7 @@ def test_show_a_step_of_a_trusted_tape_starts_from_a_checkpoint_and_says_the_sam
 
 
 def test_show_a_step_of_a_changed_tape_verifies_it_and_refuses_it(cli, tmp_path):
-    from flowtape.tape import reseal
+    from flowtape.chain import reseal
 
     cli("run", CHAIN, "--run-id", "r1", "--max-workers", "1")
     tape = tmp_path / "runs" / "r1" / "tape.jsonl"

@@ -11,12 +11,12 @@ import flowtape
 import msgspec
 import pytest
 from conftest import EXAMPLES
+from flowtape.chain import reseal
 from flowtape.cli import main
 from flowtape.diff import RunDiff
 from flowtape.errors import ResumeRefused, TraceCorruption
 from flowtape.golden import GoldenMismatch, check, record
 from flowtape.loader import load_flow
-from flowtape.tape import reseal
 from flowtape.verify import verify
 
 CHAIN = str(EXAMPLES / "chain.py")

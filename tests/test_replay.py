@@ -496,7 +496,7 @@ def test_a_changed_tape_is_verified_in_full_even_if_consistent(chain, tmp_path):
     lines = path.read_bytes().splitlines()
     at = next(i for i, line in enumerate(lines) if b'"a":"double"' in line and b'"p"' in line)
     lines[at] = lines[at].replace(b'"p":[[2,[2]]]', b'"p":[[2,[3]]]')
-    from flowtape.tape import reseal
+    from flowtape.chain import reseal
 
     path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     with pytest.raises(ResumeRefused, match="fails verification.*consumed digests match"):
@@ -542,16 +542,16 @@ def test_a_diverged_run_resumes_the_same_trusted_or_verified(branches, tmp_path,
 def test_a_sealed_tape_of_another_version_is_refused_with_the_reason(chain, tmp_path):
     original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
     path = original.run_dir / "tape.jsonl"
+    from flowtape.chain import reseal
     from flowtape.rundir import write_summary
-    from flowtape.tape import reseal
 
     lines = path.read_bytes().splitlines()
-    lines[0] = lines[0].replace(b'"version":6,', b'"version":7,', 1)
+    lines[0] = lines[0].replace(b'"version":7,', b'"version":8,', 1)
     path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     summary = read_summary(original.run_dir)
     summary.tape = trust.seal_file(path, path.stat().st_size)  # as if a later Flowtape had written it
     write_summary(original.run_dir, summary)
-    with pytest.raises(ResumeRefused, match="format version 7; this Flowtape reads versions 2, 3, 4, 5 and 6"):
+    with pytest.raises(ResumeRefused, match="format version 8; this Flowtape reads versions 2, 3, 4, 5, 6 and 7"):
         execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)
 
 
@@ -601,7 +601,7 @@ def test_checkpoints_carry_what_an_agents_chat_gained_and_resumes_restore_it(tmp
 def test_a_resume_never_rebuilds_an_object_the_flow_does_not_define(chain, tmp_path):
     """A tape from elsewhere names a standard-library class in an actor's state, one whose
     collection would delete a file: the resume is refused, says why, and leaves a failed run."""
-    from flowtape.tape import reseal
+    from flowtape.chain import reseal
 
     original = execute(chain.main, max_workers=1, runs_dir=tmp_path, run_id="src")
     victim = tmp_path / "victim.txt"

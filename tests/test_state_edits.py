@@ -9,13 +9,14 @@ from pathlib import Path
 import msgspec
 import pytest
 from flowtape import scheduler, trust
+from flowtape.chain import reseal
 from flowtape.cli import main as cli_main
 from flowtape.delta import EDIT_FROM, apply_edit, edit_between
 from flowtape.errors import ResumeRefused, TraceCorruption
 from flowtape.loader import load_module
 from flowtape.runner import execute
 from flowtape.seek import at_step_from_checkpoints
-from flowtape.tape import SimpleFiring, encode_record, read_tape, reseal
+from flowtape.tape import SimpleFiring, encode_record, read_tape
 from flowtape.verify import verify
 from flowtape_lsp.tapeindex import TapeIndex
 from hypothesis import given, settings

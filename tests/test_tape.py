@@ -59,7 +59,7 @@ def test_header_comes_first_and_describes_the_run(chain, tmp_path):
     recs = records(result.run_dir)
     head = recs[0]
     assert head["t"] == "header"
-    assert head["version"] == 6
+    assert head["version"] == 7
     assert head["runId"] == "first" == result.run_id
     assert head["workflow"] == "main"
     assert head["flowFile"].endswith("chain.py")

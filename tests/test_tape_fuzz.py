@@ -13,12 +13,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from flowtape.chain import reseal
 from flowtape.cli import main as cli_main
 from flowtape.errors import ResumeRefused, TraceCorruption
 from flowtape.loader import load_flow
 from flowtape.runner import execute
-from flowtape.tape import reseal
-from flowtape.verify import check_run, verify_run
+from flowtape.streamed import check_run
+from flowtape.verify import verify_run
 from flowtape_lsp.tapeindex import TapeIndex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

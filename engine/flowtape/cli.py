@@ -356,7 +356,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .verify import unvouched, verify_run
+    from .streamed import unvouched
+    from .verify import verify_run
 
     run_dir = resolve_run(args.run, _runs_dir(args))
     with _checking() as progress:

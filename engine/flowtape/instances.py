@@ -24,8 +24,8 @@ from .model import SPEC_ATTR, action, guard, task
 from .ports import Port
 from .rundir import DEFAULT_RUNS_DIR, SUMMARY, TAPE, valid_run_id
 from .sites import Site
+from .streamed import check_run, ends
 from .values import decode
-from .verify import check_run, ends
 
 if TYPE_CHECKING:
     from .graph import WorkflowDef

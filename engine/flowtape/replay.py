@@ -20,6 +20,7 @@ from msgspec import Raw
 
 from . import trust
 from .agents import calls_model
+from .chain import chain_seed
 from .errors import ResumeRefused, TraceCorruption
 from .guarded import open_regular
 from .midloop import LoopPasses
@@ -27,6 +28,7 @@ from .model import AgentConfig
 from .network import Network, Queue
 from .rundir import TAPE, check_not_cut_short, read_summary, still_running
 from .seek import restore, top_of
+from .streamed import ends
 from .tape import (
     ActorInfo,
     Checkpoint,
@@ -38,7 +40,6 @@ from .tape import (
     Line,
     Step,
     StepFiller,
-    chain_seed,
     decode_line,
     decode_record,
     gc_paused,
@@ -46,7 +47,7 @@ from .tape import (
 )
 from .usage import ModelCall, Spent
 from .values import digest, digest_values, preview_json
-from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header, check_summary, ends
+from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header, check_summary
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})
 

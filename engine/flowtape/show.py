@@ -12,10 +12,11 @@ from . import trust
 from .errors import UsageError
 from .rundir import TAPE, read_summary
 from .seek import at_step_from_checkpoints, walk_to_step
+from .streamed import ends
 from .tape import End, Firing, Step, Tape
 from .usage import ModelCall
 from .values import preview_raw
-from .verify import Rebuild, check_summary, ends, verify_run
+from .verify import Rebuild, check_summary, verify_run
 
 
 class Tokens(msgspec.Struct):

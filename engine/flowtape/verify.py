@@ -5,23 +5,21 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import msgspec
 from msgspec import Raw
 
-from . import edits, trust
+from . import edits
+from .chain import SIMPLE_TAGS, Chain, chain_seed, split_hash
 from .errors import TraceCorruption
-from .guarded import open_regular
-from .rundir import TAPE, RunSummary, check_ended, check_not_cut_short, read_summary, valid_run_id
+from .rundir import TAPE, RunSummary, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
     END_STATUSES,
     MAX_WORKERS,
     READABLE_VERSIONS,
     SIMPLE_FROM,
-    SIMPLE_TAGS,
-    Chain,
     Checkpoint,
     Diverged,
     Edited,
@@ -31,19 +29,11 @@ from .tape import (
     Header,
     Line,
     Step,
-    StepFiller,
     Tape,
-    chain_seed,
-    decode_line,
-    decode_record,
     gc_paused,
     graph_fingerprint,
-    is_end_line,
     read_tape,
     resolve_state,
-    split_hash,
-    why_unreadable,
-    without_zero_tail,
 )
 from .usage import Spending
 from .values import canonical, check, digest
@@ -540,18 +530,6 @@ class ChainCheck:
             self.version = line.record.version
 
 
-def unvouched(tape: Tape) -> tuple[int, int] | None:
-    """The lines (first, last) after the last hashed record of a tape without an end record: a
-    killed run's last firings and steps, checked against the rebuilt run but vouched for by no
-    hash. None when there are none."""
-    if tape.end is not None:
-        return None
-    lines = tape.lines
-    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].raw and split_hash(lines[i].raw) is not None), -1)
-    after = [line for line in lines[last + 1 :] if line.raw]  # (a simple firing's step is on its firing's line)
-    return (after[0].number, after[-1].number) if after else None
-
-
 PROGRESS_EVERY = 1 << 14  # records checked between two calls of verify's `progress`
 
 
@@ -614,108 +592,8 @@ def check_summary(summary: RunSummary | None, header: Header, end: End | None) -
                               "(run.json was edited, or copied from another run)", 0, RUN_JSON)
 
 
-def ends(path: Path) -> tuple[Header, End | None]:
-    """A tape's header and end record (None: it has none, or one over a megabyte), read from its
-    first and last lines only: for a sealed tape, which needs no other look."""
-    with open_regular(path) as fh:
-        first = fh.readline().rstrip(b"\n")
-        size = fh.seek(0, 2)
-        fh.seek(max(size - (1 << 20), 0))
-        last = without_zero_tail(fh.read()).rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    try:
-        header: object = decode_record(first)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        header = None
-    if not isinstance(header, Header):
-        raise TraceCorruption("the first record is not a header", 1, "header first")
-    try:
-        end: object = decode_record(last)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        end = None
-    return header, end if isinstance(end, End) else None
-
-
 def _json_of(raw: bytes | Raw) -> object:
     try:
         return msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError):
         return raw
-
-
-def check_run(run_dir: Path) -> int:
-    """Raise TraceCorruption unless the run's tape is sound: byte for byte the one its writer
-    sealed on this machine (trust.py: no second look), or one that verifies in full (read as a
-    stream: verify_streamed). Returns how many steps it holds."""
-    summary = read_summary(run_dir)
-    if summary is not None and summary.tape is not None and trust.file_sealed(run_dir / TAPE, summary.tape):
-        check_summary(summary, *ends(run_dir / TAPE))
-        return summary.steps
-    return verify_streamed(run_dir)
-
-
-def verify_streamed(run_dir: Path) -> int:
-    """verify_run's verdict on a run's tape (the same line and rule), read as a stream: what is
-    held is the run being rebuilt, never the tape (a language server checks a big tape from
-    elsewhere this way, while it answers). Two reads, in verify's order: the records and their
-    hash chain, then the rebuild. Returns how many steps the tape holds."""
-    path = run_dir / TAPE
-    chain = ChainCheck()
-    broken: TraceCorruption | None = None  # the chain's first break, told once every record was read, as verify does
-    header: Header | None = None
-    number = 0
-    ends = any_end = False
-    with gc_paused():
-        for line in _streamed_lines(path):
-            number = line.number
-            if number == 1 and isinstance(line.record, Header):
-                header = line.record
-            ends = isinstance(line.record, End)
-            any_end = any_end or ends
-            if broken is None:
-                try:
-                    chain.line(line)
-                except TraceCorruption as exc:
-                    broken = exc
-        if number == 0:
-            raise TraceCorruption("the tape is empty", 1, "header first")
-        if header is None:
-            raise TraceCorruption("the first record is not a header", 1, "header first")
-        check_header(header)
-        if broken is not None:
-            raise broken
-        rebuild = Rebuild(header)
-        for line in _streamed_lines(path):
-            if line.number > 1:
-                rebuild.apply(line)
-    check_ended(read_summary(run_dir), ends, any_end, number, rebuild.step)
-    return rebuild.step
-
-
-def _streamed_lines(path: Path) -> Iterator[Line]:
-    """The tape's records one by one, filled in and checked as read_tape reads them (a torn last
-    line dropped; CR LF line ends, an unreadable record or bytes after the end refused)."""
-    filler = StepFiller()
-    number = 0
-    last_is_end = False
-    with open_regular(path) as fh:
-        for data in fh:
-            whole = data.endswith(b"\n")
-            raw = data[:-1] if whole else without_zero_tail(data)
-            if not raw and not whole:
-                return  # the zero tail a killed writer left (tapefile.py): no part of the tape
-            if not whole and not is_end_line(raw):
-                if last_is_end:  # nothing is written after the end
-                    raise TraceCorruption("bytes after the end record", number + 1, "the end record is last")
-                return  # a torn last line (a crash mid-write): no part of the tape
-            number += 1
-            if number == 1 and raw.endswith(b"\r"):
-                raise TraceCorruption("unreadable record (its lines end in CR LF: the tape was converted to Windows "
-                                      "line endings; convert it back, e.g. with dos2unix)", 1, "well-formed records")
-            try:
-                records = decode_line(raw)  # (format 6: a simple firing's line holds its step too)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise TraceCorruption(f"unreadable record ({why_unreadable(raw, number, exc)})", number, "well-formed records") from None
-            for k, record in enumerate(records):
-                filler.see(record)
-                last_is_end = isinstance(record, End)
-                yield Line(number, raw if k == 0 else b"", record)

@@ -10,8 +10,9 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
+from .chain import Chain, mark_line, mark_replayed
 from .delta import EDIT_FROM, Edit, edit_between
-from .tape import NO_STATE, Chain, Checkpoint, Firing, SimpleFiring, Step, mark_line, mark_replayed
+from .tape import NO_STATE, Checkpoint, Firing, SimpleFiring, Step
 from .tapefile import TapeFile
 
 COPY_CHUNK = 8 << 20  # a resumed run copies its source's prefix this much at a time

@@ -19,10 +19,10 @@ from flowtape.errors import ErrorReport, TraceCorruption
 from flowtape.ownership import ProcessStamp, can_tell, is_the_process, stamp_of
 from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, runs_process, valid_run_id
 from flowtape.rundir import process_alive as _alive
+from flowtape.streamed import check_run
 from flowtape.tape import ErrorInfo, Step
 from flowtape.trust import looks_sealed
 from flowtape.usage import Usage
-from flowtape.verify import check_run
 
 from . import progress
 from . import protocol as P

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import msgspec
+from flowtape.chain import Chain
 from flowtape.errors import TraceCorruption
 from flowtape.guarded import open_regular
 from flowtape.rundir import TAPE, read_summary, write_summary
 from flowtape.seek import AtStep, records_from, top_of, walk_to_step
 from flowtape.tape import (
-    Chain,
     Diverged,
     End,
     Firing,

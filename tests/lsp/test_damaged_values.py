@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from flowtape.tape import reseal
+from flowtape.chain import reseal
 
 from .conftest import count_flow, uri_of, write_flow
 from .test_rpc import Raw, error_of

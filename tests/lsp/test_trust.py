@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import pytest_lsp
-from flowtape.tape import reseal
+from flowtape.chain import reseal
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities
