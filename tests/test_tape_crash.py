@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 from conftest import check_replayed_in_place
+from flowtape.cli import main as cli_main
 from flowtape.loader import load_module
 from flowtape.rundir import RunSummary, now_iso, read_summary, write_summary
 from flowtape.runner import execute
 from flowtape.tape import End, Firing, Step, read_tape
 from flowtape.verify import verify
+from flowtape_lsp.tapeindex import TapeIndex
 
 FLOWS = Path(__file__).parent / "flows"
 CHAIN_N = 250  # 4 actors: 1,000 firings, 1,000 steps
@@ -60,6 +62,13 @@ def test_a_killed_process_leaves_exactly_its_completed_firings(tmp_path):
     assert [(s.step, s.actor, s.fireCount, s.journalSeq) for s in steps] == [(1, "worker", 1, 1), (2, "worker", 2, 2)]
     assert tape.end is None and rebuild.ended is None
     assert rebuild.outputs_raw() == b'{"Out":[10,20]}'
+    # the writer was killed with its window mapped (tapefile.py): the rest of it is zero bytes,
+    # which every reader takes for the tape's end: verify above, the language server's index here
+    data = (run_dir / "tape.jsonl").read_bytes()
+    assert data.endswith(b"\0") and data.rstrip(b"\0").endswith(b"\n")
+    index = TapeIndex(run_dir)
+    index.ingest_all()
+    assert index.corrupt is None and index.steps == 2 and index.end is None
     # run.json still says running: nobody was left to rewrite it
     assert read_summary(run_dir).status == "running"
     # `flowtape runs` tells a dead process from a running one, and counts the steps on its tape
@@ -143,6 +152,41 @@ def test_a_torn_last_line_is_tolerated_with_a_warning(chain, tmp_path, capsys):
     assert "torn last line" in capsys.readouterr().err
     resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=result.run_dir)
     assert resumed.outputs == result.outputs
+
+
+@pytest.mark.parametrize("cut", ["whole", "torn"])
+def test_a_zero_tail_reads_as_the_tape_cut_where_it_starts(chain, tmp_path, capsys, cut):
+    """What a writer killed mid-window leaves (tapefile.py): the lines it wrote, maybe one cut short
+    (or with a part of it not stored yet: its newline is stored last), then zero bytes. It reads,
+    verifies, is followed by the language server, sealed by it and resumed as the tape cut there."""
+    result = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    path = result.run_dir / "tape.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    body = lines[29][:-1]
+    tail = {"whole": b"", "torn": body[:20] + b"\0" * 10 + body[30:]}[cut]  # (a store under way: a hole, no newline)
+    path.write_bytes(b"".join(lines[:29]) + tail + b"\0" * 5000)
+    summary = read_summary(result.run_dir)  # as a killed run left it: still running, by no process
+    assert summary is not None
+    summary.status, summary.pid, summary.tape = "running", None, None
+    write_summary(result.run_dir, summary)
+    capsys.readouterr()
+    tape, rebuild = verify(path)
+    assert tape.torn == (cut == "torn") and tape.lines[-1].number == 29 and tape.end is None
+    assert ("torn last line" in capsys.readouterr().err) == (cut == "torn")
+    assert cli_main(["verify", str(result.run_dir)]) == 0
+    assert cli_main(["show", str(result.run_dir), "--step", "28"]) == 0  # (line 1 is the header)
+    capsys.readouterr()
+    index = TapeIndex(result.run_dir)
+    index.ingest_all()
+    assert index.corrupt is None and index.steps == 28 and index.read_through()
+    resumed = execute(chain.main, max_workers=1, runs_dir=tmp_path, resume_from=result.run_dir)
+    assert resumed.outputs == result.outputs
+    assert sum(1 for f in read_tape(resumed.run_dir / "tape.jsonl").firings() if f.replayed) == 28
+    # the language server seals such a tape (a flow it started died): the zero tail goes with the torn line
+    assert index.seal_end("failed", "the flow's process died")
+    assert not path.read_bytes().endswith(b"\0")
+    sealed, _ = verify(path)
+    assert sealed.end is not None and sealed.end.status == "failed" and sealed.lines[-2].number == 29
 
 
 def test_sigterm_stops_a_run_with_an_end_record(chain, tmp_path):
