@@ -14,6 +14,7 @@ from .errors import TraceCorruption
 from .guarded import open_regular
 from .rundir import TAPE, check_ended, read_summary
 from .tape import (
+    MAPPED_FROM,
     End,
     Header,
     Line,
@@ -113,7 +114,8 @@ def _streamed_lines(path: Path) -> Iterator[Line]:
             raw = data[:-1] if whole else without_zero_tail(data, version)
             if not raw and not whole:
                 return  # the zero tail a killed writer left (tapefile.py): no part of the tape
-            if not whole and not is_end_line(raw):
+            stored = b"\0" in raw and version >= MAPPED_FROM and not fh.read().strip(b"\0")  # (tape.being_stored)
+            if stored or (not whole and not is_end_line(raw)):
                 if last_is_end:  # nothing is written after the end
                     raise TraceCorruption("bytes after the end record", number + 1, "the end record is last")
                 return  # a torn last line (a crash mid-write): no part of the tape

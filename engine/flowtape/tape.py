@@ -481,6 +481,9 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
         # whole end record whose newline alone was lost (an editor or a copy dropped it)
     if torn:
         raw_lines.pop()
+    if raw_lines and being_stored(raw_lines[-1], raw_lines[0]):
+        torn = True
+        raw_lines.pop()
     try:  # one C call for the whole tape; line by line only to name a bad line
         records = _many_decoder.decode(b"[" + b",".join(raw_lines) + b"]")
         if len(records) != len(raw_lines):  # a line holding two records: find it line by line
@@ -525,6 +528,14 @@ def without_zero_tail(data: bytes, version: int) -> bytes:
     holds a zero byte, and what is cut before them is read as any tape cut there is (a line cut
     short is a torn last line). An older tape's zero bytes are read as they always were."""
     return data.rstrip(b"\0") if version >= MAPPED_FROM and data.endswith(b"\0") else data
+
+
+def being_stored(last: bytes, first: bytes) -> bool:
+    """Whether a format-7 tape's last line, read whole, holds a zero byte: a line whose store was
+    under way when it was read (or when its writer was killed), its newline stored but not yet all
+    of the rest (a copy does not store in order, and a read that meets the mapping's zeros ahead
+    of the copy sees them). No record holds a zero byte: it is a torn line, not corruption."""
+    return b"\0" in last and version_of(first) >= MAPPED_FROM
 
 
 def version_of(first: bytes) -> int:

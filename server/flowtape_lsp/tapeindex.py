@@ -23,6 +23,7 @@ from flowtape.guarded import open_regular
 from flowtape.rundir import TAPE, read_summary, write_summary
 from flowtape.seek import AtStep, records_from, top_of, walk_to_step
 from flowtape.tape import (
+    MAPPED_FROM,
     Diverged,
     End,
     Firing,
@@ -299,6 +300,9 @@ class TapeIndex:
                 if cut < 0:
                     break
                 raw = data[pos:cut]
+                if b"\0" in raw and (self.header is None or self.header.version >= MAPPED_FROM) \
+                        and not data[cut + 1 :].strip(b"\0"):
+                    break  # a line being stored as it was read (tape.being_stored): read it again next time
                 try:
                     self._apply(raw, self.offset + pos, self.offset + cut + 1, new)
                 except (TraceCorruption, msgspec.DecodeError, msgspec.ValidationError) as exc:

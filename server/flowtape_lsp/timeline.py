@@ -65,6 +65,11 @@ class TimelineReader:
                     cut = data.rfind(b"\n") + 1
                     if cut == 0:
                         break
+                last = data.rfind(b"\n", 0, cut - 1) + 1
+                if b"\0" in data[last:cut] and not data[cut:].strip(b"\0"):
+                    cut = last  # a line being stored as it was read (tape.being_stored): read it again next time
+                    if cut == 0:
+                        break
                 self._lines(data[:cut], first, steps, inner)
                 self.offset += cut
                 fh.seek(self.offset)
