@@ -17,7 +17,7 @@ from flowtape.show import detail_of
 
 from . import protocol as P
 from .commands import READ_ERRORS, _step_in_range, actor_on_line, unreadable
-from .runs import Run
+from .run import Run
 from .workspace import client_path, flow_path
 
 if TYPE_CHECKING:
