@@ -258,10 +258,11 @@ class RunManager:
             run.resumed_from, run.resumed_at = resume_from.run_id, at_step if at_step is not None else resume_from.index.steps
             run.edits = len(edits or [])
         self.runs[run_id] = run
-        args = child.command(flow, run_id, self.runs_dir, workflow=workflow, inputs=bool(inputs), max_workers=max_workers,
-                             executor=executor, ray_address=ray_address,
-                             resume_from=resume_from.run_dir if resume_from is not None else None, at_step=at_step,
-                             edits=edits or [])
+        args = child.command(
+            flow, run_id, self.runs_dir, workflow=workflow, inputs=bool(inputs), max_workers=max_workers,
+            executor=executor, ray_address=ray_address, at_step=at_step, edits=edits or [],
+            resume_from=resume_from.run_dir if resume_from is not None else None,
+        )
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)
             await child.start(run, args, flow.parent, inputs)
