@@ -1,10 +1,11 @@
 """The commands an editor starts: `debug` (one recorded firing live under debugpy, which the
-editor attaches to) and `lsp` (the language server: the one command of the engine that reaches
-into flowtape_lsp, imported only when it runs)."""
+editor attaches to) and `lsp` (the language server, which the engine does not import by name: the
+server registers itself as the `lsp` entry point of the `flowtape.commands` group, pyproject.toml)."""
 
 from __future__ import annotations
 
 import argparse
+from importlib.metadata import entry_points
 
 from ..errors import UsageError
 from ..rundir import resolve_run
@@ -24,8 +25,11 @@ def cmd_debug(args: argparse.Namespace) -> int:
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
-    from flowtape_lsp.server import main as lsp_main
-
+    found = entry_points(group="flowtape.commands", name="lsp")
+    if not found:
+        raise UsageError("the language server is not installed with this flowtape (no `lsp` entry point in the "
+                         "flowtape.commands group): reinstall flowtape")
+    lsp_main = next(iter(found)).load()
     if args.tcp is not None and not args.token:
         raise UsageError("--tcp needs --token TOKEN: the server serves only a client whose initialize gives it "
                          "(initializationOptions.token), as any local user could connect to the port")
