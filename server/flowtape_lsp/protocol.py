@@ -428,8 +428,9 @@ class TimelineStep(msgspec.Struct, array_like=True):
 
 
 class TimelineFiring(msgspec.Struct, array_like=True):
-    """An inner firing of a composite step, timed: [step, index, actor, at, dur, replayed], `index`
-    its place (1-based) among the step's inner firings, as the stepper steps into them."""
+    """An inner firing of a composite step, timed: [step, index, actor, at, dur, replayed, parent],
+    `index` its place (1-based) among the step's inner firings, as the stepper steps into them,
+    `parent` the index of the nested composite firing it ran in (0: the step's own)."""
 
     step: int
     index: int
@@ -437,6 +438,7 @@ class TimelineFiring(msgspec.Struct, array_like=True):
     at: int
     dur: int
     replayed: bool
+    parent: int = 0
 
 
 class TimelineResult(Message):
