@@ -371,8 +371,9 @@ export interface QueueTokensResult {
 
 /** A step's bar: [step, actor (an index into `actors`), at (µs since the run started), dur (µs), replayed, diverged]. */
 export type TimelineStep = [number, number, number, number, boolean, boolean];
-/** A composite step's timed inner firing: [step, index (1-based among the step's inner firings), actor, at, dur, replayed]. */
-export type TimelineFiring = [number, number, number, number, number, boolean];
+/** A composite step's timed inner firing: [step, index (1-based among the step's inner firings), actor, at, dur, replayed,
+ *  parent (the index of the nested composite firing it ran in; 0 or absent: the step's own)]. */
+export type TimelineFiring = [number, number, number, number, number, boolean, number?];
 
 export interface TimelineResult {
   runId: string;
