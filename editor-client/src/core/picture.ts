@@ -248,9 +248,9 @@ export interface FiringRef {
 }
 
 /** What to select for a click on an actor: its latest firing at or before step `at` — a step of its
- *  own, or an inner firing of a composite step; for an inner actor whose firings the tape does not
- *  time (a nested composite, any on an older tape), the latest step of the top-level composite it
- *  runs in. */
+ *  own, or an inner firing of a composite step (a nested composite's own too); for an inner actor
+ *  the timeline has no firing of (a tape from before inner firings were timed, or a server from
+ *  before nested composites were given), the latest step of the top-level composite it runs in. */
 export function latestFiring(graph: FlowGraph, data: TimelineData, actor: string, at: number): FiringRef | undefined {
   const me = data.actors.indexOf(actor);
   let found: FiringRef | undefined;

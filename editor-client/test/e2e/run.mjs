@@ -152,7 +152,7 @@ function setup() {
     if (existsSync(join(CLIENT, f))) cpSync(join(CLIENT, f), join(dest, f), { recursive: true });
   }
   mkdirSync(ws, { recursive: true });
-  for (const f of ["flow.py", "failing.py", "scaled.py", "big.py", "never.py"]) cpSync(join(HERE, "fixture", f), join(ws, f));
+  for (const f of ["flow.py", "failing.py", "scaled.py", "big.py", "never.py", "nested.py"]) cpSync(join(HERE, "fixture", f), join(ws, f));
   cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
   cpSync(join(HERE, "fixture/whatif.py"), join(ws, "whatif.py"));
   cpSync(join(HERE, "fixture/agent.py"), join(ws, "agent.py"));
@@ -721,7 +721,7 @@ async function main() {
     await screenshot("step-detail");
   }, { critical: false });
 
-  await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
+  await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf, openFile, clickRunLens });
 
   await stage("a run that calls a model shows its usage, and its resume what it saved", async () => {
     await runCommand("View: Close All Editors");  // (the panels and flow.py before: agent.py's lens is then the only one)

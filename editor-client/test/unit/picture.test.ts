@@ -165,7 +165,7 @@ test("clicking an actor selects its latest firing at or before the step: an inne
   assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "review", 4), { step: 2, inner: 3 }, "step 4 ran review's loop, not review");
   assert.equal(latestFiring(IF_ELSE, LOOP_RUN, "review", 1), undefined, "review had not fired by step 1");
   assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "check", 4), { step: 4, inner: 1 });
-  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "c", 2), { step: 2, inner: 0 }, "an if's own firing is not timed: its loop's step");
+  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "c", 2), { step: 2, inner: 0 }, "an answer without the if's own firing (an older server's): its loop's step");
   assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "lp", 1), { step: 1, inner: 0 });
   assert.equal(latestFiring(IF_ELSE, LOOP_RUN, "nobody", 4), undefined);
   assert.equal(latestFiring(IF_ELSE, emptyTimeline(), "review", 4), undefined);
