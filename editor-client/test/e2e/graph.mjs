@@ -146,9 +146,13 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
   }, { critical: false });
 
   await stage("the timeline gives a composite nested in a composite its own bar, what it ran in rows under it; a click selects it", async () => {
+    await runCommand("View: Close All Editors"); // (the graph view too: flow.py's lens is then not the first)
     await openFile("nested.py", "@workflow");
     await clickRunLens(join(ws, "nested.py"));
-    await frame.locator('g.actor[data-path="big/k"]').waitFor({ timeout: 45000 }); // the view follows the stepper to the new run
+    await waitStatus(/step [–\d]+\/4\b/, 45000); // the stepper on the new run
+    await runCommand("Flowtape: Show Graph");
+    frame = pageFrame(page);
+    await frame.locator('g.actor[data-path="big/k"]').waitFor({ timeout: 30000 });
     await frame.locator('button[data-tab="timeline"]').click();
     await frame.locator("#tinfo", { hasText: /^4 steps/ }).waitFor({ timeout: 30000 }); // the run done: all of it drawn
     const drawn = await frame.locator("#tsvg").evaluate((svg) => [...svg.querySelectorAll("rect.bar.inner:not(.current):not(.current-step)")].map((r) => ({
