@@ -182,3 +182,10 @@ def test_a_workflow_inside_a_workflow_has_its_own_bar(tmp_path: Path, workers: i
         sys.modules.pop("wfwf", None)
     assert result.status == "succeeded"
     assert _nesting(result.run_dir / "tape.jsonl")[0] == 2  # (the step: outer) > outer/deeper > outer/deeper/k
+    # a tape from before the header said `owner`: a nested workflow's members still nest, by path
+    path = result.run_dir / "tape.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    assert b'"owner"' in lines[0]
+    old = tmp_path / "before-owner.jsonl"
+    old.write_bytes(b"\n".join([re.sub(rb',"owner":"[^"]*"', b"", lines[0]), *lines[1:]]))
+    assert TimelineReader(old).read(1) == TimelineReader(path).read(1)
