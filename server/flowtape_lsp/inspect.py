@@ -139,9 +139,11 @@ class Inspector:
         self.selected[file_key(run.uri)] = (run.run_id, step)
         self._views.pop(file_key(run.uri), None)  # (the latest selection is found first)
         self._views[file_key(run.uri)] = view
-        # The lenses name the selected step only for a client that does not ask for it (codelens.py):
-        # a step key of any other client redraws the hints alone, one round trip, not two.
-        self.server.refresh_views(lenses=not self.server.client_options.asksForStep)
+        # The lenses name the selected step only for a client that does not ask for it (codelens.py),
+        # and a client that asks for its stepper's hints itself redraws them as its keys go (a
+        # refresh would have it ask again, with the step it already shows).
+        options = self.server.client_options
+        self.server.refresh_views(lenses=not options.asksForStep, hints=not options.stepHints)
 
     def on_run_finished(self, run: Run) -> None:
         """A newer run of a flow takes over its hovers and hints from a step selected in an older

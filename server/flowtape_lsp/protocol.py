@@ -98,6 +98,7 @@ class ClientOptions(msgspec.Struct, kw_only=True):
 
     clientCommands: list[str] = msgspec.field(default_factory=list)  # client-side commands it implements
     asksForStep: bool = False  # it asks the user for the step of a lens `flowtape.resumeAtStep {runId}`
+    stepHints: bool = False  # it asks for its stepper's hints (flowtape/stepHints) and redraws them itself
     trust: Literal["none", "workspace", "all"] = "workspace"  # how far the folder is trusted to run code (permits.py)
 
 

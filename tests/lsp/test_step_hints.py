@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_lsp
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import LanguageClient
+from pytest_lsp import LanguageClient, client_capabilities
 
-from .conftest import collector, command, count_flow, request, uri_of, write_flow
+from .conftest import CONFIG, VSCODE_OPTIONS, collector, command, count_flow, request, uri_of, write_flow
 from .test_editor import change_doc, line_of, open_doc
 
 INVALID, NOT_FOUND = -32602, -32001
@@ -92,3 +93,56 @@ async def test_bad_step_hints_params_get_clear_errors(
     assert info.value.code == code and words in info.value.message
     # the server still answers
     assert (await request(client, "flowtape/stepHints", {"runId": run["runId"], "uri": uri_of(flow), "steps": [1]}))["shows"]
+
+
+async def refreshing_session(client: LanguageClient, workspace: Path, options: Any) -> None:
+    """VS Code's capabilities, with the inlayHint refresh it supports (the preset lacks it)."""
+    capabilities = client_capabilities("visual-studio-code")
+    assert capabilities.workspace is not None
+    capabilities.workspace.inlay_hint = lsp.InlayHintWorkspaceClientCapabilities(refresh_support=True)
+    await client.initialize_session(lsp.InitializeParams(
+        capabilities=capabilities, root_uri=uri_of(workspace), initialization_options=options,
+        workspace_folders=[lsp.WorkspaceFolder(uri=uri_of(workspace), name="ws")],
+    ))
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def vscode_client(lsp_client: LanguageClient, workspace: Path):  # type: ignore[no-untyped-def]
+    await refreshing_session(lsp_client, workspace, VSCODE_OPTIONS)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def plain_client(lsp_client: LanguageClient, workspace: Path):  # type: ignore[no-untyped-def]
+    await refreshing_session(lsp_client, workspace, None)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def selected_refreshes(client: LanguageClient, workspace: Path) -> int:
+    """The inlayHint refreshes a selectStep brings, once its hover shows the step."""
+    flow = write_flow(workspace, "count.py", count_flow(3))
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow)})
+    await col.finished(run["runId"])
+    open_doc(client, flow)
+    await col.wait_for(lsp.WORKSPACE_INLAY_HINT_REFRESH)  # (the run's end refreshes every client's)
+    await asyncio.sleep(0.3)
+    before = len(col.of(lsp.WORKSPACE_INLAY_HINT_REFRESH))
+    client.protocol.notify("flowtape/selectStep", {"runId": run["runId"], "step": 1})
+    at = lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri_of(flow)), position=lsp.Position(line_of(flow, "double = Double()"), 8))
+    deadline = time.monotonic() + 10
+    while "step 1 of" not in getattr(await client.text_document_hover_async(at), "contents", lsp.MarkupContent("", "")).value:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+    return len(col.of(lsp.WORKSPACE_INLAY_HINT_REFRESH)) - before
+
+
+async def test_a_client_that_asks_for_its_steps_hints_gets_no_refresh_for_each_step(vscode_client: LanguageClient, workspace: Path) -> None:
+    assert await selected_refreshes(vscode_client, workspace) == 0  # (stepHints: its hover still follows the step)
+
+
+async def test_a_plain_client_is_asked_to_refresh_its_hints_for_each_step(plain_client: LanguageClient, workspace: Path) -> None:
+    assert await selected_refreshes(plain_client, workspace) == 1
