@@ -70,17 +70,20 @@ export class StepHints implements vscode.Disposable {
   stepped(): void {
     const at = this.now();
     if (!this.client || !at) return;
+    if (at.following) {
+      this.redraw(); // (its next step is not there to ask for ahead: VS Code's ask asks for the one it is on)
+      return;
+    }
     const documents = this.documents();
     const unknown = documents.filter((d) => this.known(d, at) === undefined);
     if (unknown.length < documents.length) this.redraw();
     if (unknown.length) {
       void Promise.all(unknown.map((d) => this.ask(d, at, [at.step]))).then(() => {
-        // (a step moved to since redraws for itself; one following a streaming run moves too often)
         const now = this.now();
-        if (now && now.runId === at.runId && (now.step === at.step || now.following)) this.redraw();
+        if (now && now.runId === at.runId && now.step === at.step) this.redraw(); // (a step moved to since redraws for itself)
       });
     }
-    if (!at.following) for (const d of documents) void this.ask(d, at, around(at.step, at.total, AHEAD));
+    for (const d of documents) void this.ask(d, at, around(at.step, at.total, AHEAD));
   }
 
   dispose(): void {
