@@ -19,7 +19,7 @@ from lsprotocol.converters import get_converter
 
 from . import protocol as P
 from .actorlines import FileText, creation_line, current_text
-from .runs import Run
+from .run import Run
 from .tapeindex import last_step_from_end
 from .workspace import file_key, uri_to_path
 
@@ -170,7 +170,7 @@ class Inspector:
         ]
         candidates.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
         for run in candidates[:TRIED_RUNS]:
-            if self.server.manager.starting(run) or self.server.manager.never_started(run):
+            if run.starting() or run.never_started():
                 continue  # still importing its flow, or failed before its tape began: nothing to show
             shown = await self._last_view(run)
             if shown is not None:

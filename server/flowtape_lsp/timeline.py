@@ -19,7 +19,7 @@ from . import protocol as P
 from .commands import READ_ERRORS, unreadable
 
 if TYPE_CHECKING:
-    from .runs import Run
+    from .run import Run
     from .server import FlowtapeServer
 
 CHUNK = 16 << 20  # bytes read at a time
@@ -127,7 +127,7 @@ def register(server: FlowtapeServer) -> None:
     async def timeline(params: Any) -> Any:
         p = P.decode_params(params, P.TimelineParams)
         run = manager.get(p.runId)
-        if manager.starting(run):  # no tape yet
+        if run.starting():  # no tape yet
             return P.TimelineResult(runId=run.run_id, actors=[], steps=[], inner=[], total=0, complete=False).to_json()
         try:
             await manager.checked(run)
