@@ -1,5 +1,5 @@
 /**
- * The inlay hints of the stepper's step, within a frame or two of its key. The server's standard
+ * The inlay hints of the stepper's step, drawn with its key's other marks. The server's standard
  * hints show the step selected last (`flowtape/selectStep`), for every client; VS Code would hear
  * of a new one from the server's refresh, then wait before it asks (redraw()), then ask the server.
  * This client asks the server for the hints of the stepper's step and of the steps next to it
