@@ -9,7 +9,7 @@
  * (`initializationOptions.stepHints`).
  */
 import * as vscode from "vscode";
-import type { InlayHint, LanguageClient, Middleware } from "vscode-languageclient/node";
+import { type InlayHint, InlayHintRequest, type LanguageClient, type Middleware } from "vscode-languageclient/node";
 import { HintCache, around } from "./core/hintCache";
 import { Methods, type StepHintsParams, type StepHintsResult } from "./core/protocol";
 
@@ -70,11 +70,14 @@ export class StepHints implements vscode.Disposable {
   stepped(): void {
     const at = this.now();
     if (!this.client || !at) return;
+    const documents = this.documents();
     if (at.following) {
-      this.redraw(); // (its next step is not there to ask for ahead: VS Code's ask asks for the one it is on)
+      // Its next step is not there to ask for ahead, and it moves on at each batch: VS Code asks
+      // for the one it is on in its own time (Flowtape's hints alone: redraw() redraws all).
+      const feature = this.client.getFeature(InlayHintRequest.method);
+      for (const d of documents) feature.getProvider(d)?.onDidChangeInlayHints.fire();
       return;
     }
-    const documents = this.documents();
     const unknown = documents.filter((d) => this.known(d, at) === undefined);
     if (unknown.length < documents.length) this.redraw();
     if (unknown.length) {
