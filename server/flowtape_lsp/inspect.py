@@ -1,6 +1,7 @@
 """What the flow's actors were at the selected step (`flowtape/selectStep`): a hover on the line
 that creates an actor shows its fire count and state; inlay hints at the end of those lines show
-a short preview. Without a selection, the flow's latest run at its last step is shown."""
+a short preview. Without a selection, the flow's latest run at its last step is shown. A client
+that follows its own stepper asks for the hints at the steps it shows (`flowtape/stepHints`)."""
 
 from __future__ import annotations
 
