@@ -228,6 +228,22 @@ export interface FindStepsResult {
   total: number;
 }
 
+export interface StepHintsParams {
+  runId: string;
+  uri: string;
+  steps: number[];
+}
+
+/** The inlay hints of a file at steps of a run (`H`: LSP InlayHint as JSON), placed in the text
+ *  version the server had (`null`: the file as saved); `shows` false: the run shows nothing there. */
+export interface StepHintsResult<H = unknown> {
+  runId: string;
+  uri: string;
+  version: number | null;
+  shows: boolean;
+  steps: { step: number; hints: H[] }[];
+}
+
 export interface RunStartResult {
   runId: string;
   runDir: string;
@@ -241,6 +257,7 @@ export const Methods = {
   getSteps: "flowtape/getSteps",
   stepDetail: "flowtape/stepDetail",
   selectStep: "flowtape/selectStep",
+  stepHints: "flowtape/stepHints",
   runOutputs: "flowtape/runOutputs",
   workflowInputs: "flowtape/workflowInputs",
   findSteps: "flowtape/findSteps",
