@@ -144,14 +144,15 @@ class TimelineReader:
         by_index = {f.index: f for f in firings}
         for f in reversed(firings):  # (a firing comes after the composite it ran in)
             up = by_index.get(f.parent)
-            if up is not None and f.end is not None:
+            if up is not None and f.at is not None and f.end is not None:
+                up.at = f.at if up.at is None else min(up.at, f.at)
                 up.end = f.end if up.end is None else max(up.end, f.end)
         out: list[P.TimelineFiring] = []
         last = step.at  # when the step's firing before this one ended
         for f in firings:
             if not f.timed:
-                f.at = last
-                f.end = max(f.end or last, last)
+                f.at = last if f.at is None else min(last, f.at)
+                f.end = f.at if f.end is None else max(f.end, f.at)
             at, end = f.at or 0, f.end or 0
             last = end if f.timed else at  # (what a composite holds follows it)
             out.append(P.TimelineFiring(step.step, f.index, self._name(f.actor), at, end - at, f.replayed, f.parent))
