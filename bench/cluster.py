@@ -15,6 +15,9 @@ results under "ray". It runs itself inside a loopback-only network namespace
    Ray job of its own, whose worker processes start inside it (seconds on a loaded machine); the
    `-warm` rows run in one Ray session the bench holds, whose workers an untimed run started
    first: what a long-lived driver pays per run, and the figure the target is checked against.
+   `local` is `--executor ray` alone: a local instance started for the run (its start in the run's
+   time), whose workers read the flow's folder itself instead of a shipped copy. From each run of
+   its own's start-up and rate, the work (on threads) past which it reaches the target.
 2. Per-firing cost: a source and two trivial actors, one worker, firings per second.
 3. A resume at the last step of the CPU run, Ray against threads: every firing replays on the
    driver and each source is asked once more there, so the Ray run never joins its cluster."""
@@ -279,20 +282,37 @@ def main(argv: list[str] | None = None) -> int:
                 resume_ray = time.perf_counter() - t0
         finally:
             head.stop()
+    print("ray bench: a local instance of the run's own", file=sys.stderr, flush=True)
+    results["local"] = best("cpu-local", cpu, max_workers=4, executor="ray")
     t0 = time.perf_counter()
     timed_run(cpu, runs, "resume-threads", resume_from=results["threads"]["run_id"])
     resume_threads = time.perf_counter() - t0
 
     base = results["threads"]
-    for name in ("ray1", "ray2"):  # its workers' start: the time to its first result, less the threads run's
+    for name in ("ray1", "ray2", "local"):  # its workers' start: the time to its first result, less the threads run's
         results[name]["workers_start_s"] = results[name]["first_back"] - base["first_back"]
+    # How long a run of its own must compute (on threads) to reach the target: what it pays beyond
+    # its work at its rate once up (joining or starting Ray, its workers' start, letting go) is
+    # fixed, so T / (fixed + T / rate) = target (None: its rate alone is below the target)
+    breakeven = {}
+    for name in ("ray2", "local"):
+        rate = results[name]["steady"] / base["steady"]
+        fixed = results[name]["wall"] - base["wall"] / rate
+        results[name]["fixed_s"] = fixed
+        breakeven[name] = TARGET_CPU_SPEEDUP * fixed / (1 - TARGET_CPU_SPEEDUP / rate) if rate > TARGET_CPU_SPEEDUP else None
     rows = []
     for name, r in results.items():
         rows.append(f"  {name:<10} wall {r['wall']:6.2f} s ({base['wall'] / r['wall']:4.2f}x threads)   "
                     f"once its workers are up {r['steady']:6.1f} firings/s ({r['steady'] / base['steady']:4.2f}x threads)")
-    rows.append(f"  (ray1, ray2: a run of their own, as `flowtape run` makes it: its workers start inside it, "
-                f"{results['ray1']['workers_start_s']:.1f} s and {results['ray2']['workers_start_s']:.1f} s before a first "
-                "result; -warm: runs in one Ray session this bench holds, its workers started by an untimed run)")
+    rows.append(f"  (ray1, ray2: a run of its own joining a head (`--ray-address`), its folder shipped to its workers, "
+                f"which start inside it: {results['ray1']['workers_start_s']:.1f} s and "
+                f"{results['ray2']['workers_start_s']:.1f} s before a first result; local: `--executor ray` alone, a local "
+                f"instance started for the run, {results['local']['workers_start_s']:.1f} s; -warm: runs in one Ray "
+                "session this bench holds, its workers started by an untimed run)")
+    rows.append("  a run of its own pays, beyond its work, " + ", ".join(
+        f"{name} {results[name]['fixed_s']:.1f} s" for name in breakeven) + f"; so it reaches {TARGET_CPU_SPEEDUP}x threads "
+        "once its work takes, on threads, " + ", ".join(
+        f"{name} {'(never, at its rate once up)' if t is None else f'{t:.0f} s'}" for name, t in breakeven.items()))
     speedup2 = base["wall"] / results["ray2-warm"]["wall"]
     figures |= {
         "cpu": results,
@@ -300,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_speedup_steady": {k: r["steady"] / base["steady"] for k, r in results.items() if k != "threads"},
         "trivial_firings_per_s": {"threads": trivial_threads["steady"], "ray": trivial_ray["steady"]},
         "resume_last_step_s": {"threads": resume_threads, "ray": resume_ray},
+        "breakeven_threads_s": breakeven,
     }
     fps = figures["trivial_firings_per_s"]
     table = "\n".join([

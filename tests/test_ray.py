@@ -86,11 +86,13 @@ def test_a_resume_at_the_last_step_of_a_ray_run_does_no_cluster_work(ray_address
     assert first.status == "succeeded"
     ray_tmp = Path(tempfile.mkdtemp(prefix="ftr-", dir="/tmp"))
     try:
-        proc = subprocess.run([sys.executable, "-m", "flowtape", "run", str(flow), "--executor", "ray", "--resume-from",
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "flowtape", "run", str(flow), "--executor", "ray", "--resume-from",
                                "first", "--run-id", "last", "--runs-dir", str(runs_dir), "--json"],
                               capture_output=True, text=True, env=dict(os.environ, RAY_TMPDIR=str(ray_tmp)), timeout=180)
         assert json.loads(proc.stdout).get("outputs") == first.outputs, proc.stdout + proc.stderr
         assert not list(ray_tmp.rglob("session_*")), "a Ray instance was started for a resume that replays only"
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+        assert "flowtape.executors.ray" in imported and "ray" not in imported, "a resume that replays only imported Ray"
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert all(s.replayed for s in read_tape(runs_dir / "last" / "tape.jsonl").steps())
@@ -500,15 +502,30 @@ def test_without_ray_installed_the_error_names_the_extra(runs_dir: Path) -> None
     assert proc.stderr.strip() == "flowtape: --executor ray needs Ray, which is not installed: pip install 'flowtape[ray]'"
 
 
-def test_a_local_instance_is_started_for_the_run_and_shut_down(runs_dir: Path) -> None:
-    """No address: the run starts its own Ray (in this loopback-only namespace) and stops it at its end."""
+def test_a_local_instance_is_started_for_the_run_and_shut_down(runs_dir: Path, write_flow, tmp_path: Path) -> None:
+    """No address: the run starts its own Ray (in this loopback-only namespace) and stops it at its end.
+    Its workers read the flow's folder itself (no copy): its helper modules import, and they run in it."""
     if not loopback_only():
         pytest.skip("starts a Ray instance: only in a loopback-only network namespace (make pytest)")
+    path = write_flow(HELPER_FLOW)
+    (path.parent / "helpers.py").write_text(
+        "import os\n\n\ndef shout(s):\n    open('seen.txt', 'w').close()\n"
+        "    return s.upper() + open('greeting.txt').read() + str(os.getpid())\n")
+    (path.parent / "greeting.txt").write_text("!")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     ray_tmp = Path(tempfile.mkdtemp(prefix="ftl-", dir="/tmp"))  # (short: Ray's socket paths must fit 107 bytes)
     env = dict(os.environ, RAY_TMPDIR=str(ray_tmp))
-    proc = subprocess.run([sys.executable, "-m", "flowtape", "run", str(EXAMPLES / "chain.py"), "--executor", "ray",
-                           "--runs-dir", str(runs_dir), "--json"], capture_output=True, text=True, env=env, timeout=180)
-    assert json.loads(proc.stdout).get("outputs") == EXPECTED["chain"], proc.stdout + proc.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "flowtape", "run", str(path), "--executor", "ray", "--runs-dir",
+                             str(runs_dir), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=elsewhere)
+    out, err = proc.communicate(timeout=180)
+    outputs = json.loads(out).get("outputs") if out.strip() else None
+    assert outputs is not None and len(outputs.get("Out", [])) == 1, out + err
+    (said,) = outputs["Out"]
+    pid = said.removeprefix("TAPE!")
+    assert pid.isdigit() and pid != str(proc.pid), said  # in the flow's folder, in a worker process, not the driver
+    assert (path.parent / "seen.txt").exists(), "the worker ran in a copy of the flow's folder, not in it"
     try:
         assert list((ray_tmp / "ray").glob("session_2*")), "no local instance was started"
         left = subprocess.run(["pgrep", "-f", str(ray_tmp)], capture_output=True, text=True).stdout.split()

@@ -19,6 +19,8 @@ import { offerInstall } from "./install";
 export interface ConnectionHooks {
   /** Intercepts server commands (asks for what a lens leaves out, follows the runs started). */
   executeCommand: NonNullable<Middleware["executeCommand"]>;
+  /** Answers VS Code's asks for inlay hints with the stepper's step's (stepHints.ts). */
+  provideInlayHints: NonNullable<Middleware["provideInlayHints"]>;
   /** A new client, before it starts: its notifications and state changes are listened to. */
   wire(client: LanguageClient): void;
   /** The server is up. */
@@ -92,10 +94,11 @@ export class Connection {
       outputChannel: this.output,
       traceOutputChannel: this.output,
       // What this client implements itself (docs/protocol.md, "Initialization options"): its runs
-      // view, and asking for the step of a "⟲ Resume at step…" lens (the executeCommand middleware).
+      // view, asking for the step of a "⟲ Resume at step…" lens (the executeCommand middleware),
+      // and asking for its stepper's hints (the provideInlayHints middleware, stepHints.ts).
       // (trust: a trusted folder, whose files inside it the server runs and imports: docs/protocol.md, "Trust")
-      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true, trust: "workspace" },
-      middleware: { executeCommand: this.hooks.executeCommand },
+      initializationOptions: { clientCommands: ["flowtape.view.refresh"], asksForStep: true, stepHints: true, trust: "workspace" },
+      middleware: { executeCommand: this.hooks.executeCommand, provideInlayHints: this.hooks.provideInlayHints },
     };
     const client = new LanguageClient("flowtape", "Flowtape", serverOptions, clientOptions);
     this.hooks.wire(client);

@@ -34,6 +34,7 @@ import { GraphPanel } from "./graphPanel";
 import { choosePython } from "./python";
 import { WhatIf, type WhatIfHost } from "./whatif";
 import { FiringDebugger } from "./debug";
+import { StepHints, type StepAt } from "./stepHints";
 
 const SELECT_MS = 250; // while following a streaming run: how often the server hears of the step
 
@@ -65,10 +66,12 @@ class Flowtape implements vscode.Disposable {
   private readonly finder: StepFinder;
   /** Server errors already shown, so that a damaged run says so once, not at every keypress. */
   private readonly told = new Set<string>();
+  private readonly hints = new StepHints(() => this.hintStep(), (l) => this.log(l));
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.conn = new Connection(context, this.output, {
       executeCommand: (command, args, next) => this.executeCommand(command, args, next),
+      provideInlayHints: (document, range, token, next) => this.hints.provideInlayHints(document, range, token, next),
       wire: (client) => this.wire(client),
       started: () => {
         this.onEditorChange(vscode.window.activeTextEditor);
@@ -106,6 +109,7 @@ class Flowtape implements vscode.Disposable {
       this.view,
       this.output,
       this.marks,
+      this.hints,
       this.detail,
       this.graphView,
       this.tree,
@@ -177,6 +181,7 @@ class Flowtape implements vscode.Disposable {
 
   /** Listen to a new client's notifications and state. */
   private wire(client: LanguageClient): void {
+    this.hints.attach(client);
     client.onNotification(Methods.runStarted, (p: RunStartedParams) => this.onRunStarted(p));
     client.onNotification(Methods.steps, (p: StepsParams) => {
       if (!this.store.run(p.runId)) this.scheduleRefresh(); // its runStarted was lost or is late
@@ -438,12 +443,12 @@ class Flowtape implements vscode.Disposable {
       this.decorate();
       return;
     }
+    this.select(runId, step.step); // (first: the hints' redraw takes the longest way round)
     if (this.view.visible) {
       const node = (firing && this.tree.firingNode(runId, step.step, this.stepper.inner)) || this.tree.stepNode(runId, step.step);
       void this.view.reveal(node, { select: true, focus: false, expand: firing ? undefined : false }).then(undefined, () => undefined);
     }
     void this.showLine(firing ?? step, opts.openEditor);
-    this.select(runId, step.step);
   }
 
   /** Tell the server the stepper's step (for hovers and hints) and refresh the detail panel; while
@@ -465,7 +470,15 @@ class Flowtape implements vscode.Disposable {
     this.selecting = undefined;
     if (!at) return;
     this.conn.notify(Methods.selectStep, at);
+    this.hints.stepped();
     if (this.detail.isOpen) void this.showDetail(false);
+  }
+
+  /** The step whose hints the files show: the stepper's (none: the server's choice, for every client). */
+  private hintStep(): StepAt | undefined {
+    const runId = this.stepper.runId;
+    if (!runId || this.stepper.index === 0) return undefined;
+    return { runId, step: this.stepper.index, total: this.stepper.total, following: this.stepper.follow && this.store.isLive(runId) };
   }
 
   /** The inner firing of a composite step the stepper is on, once the step's firings are known. */

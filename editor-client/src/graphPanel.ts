@@ -352,6 +352,7 @@ marker path { fill: var(--vscode-descriptionForeground); }
 #tsvg .lane, #tsvg .tick { fill: var(--vscode-descriptionForeground); } #tsvg .lane-line { stroke: var(--vscode-panel-border); }
 #tsvg .cursor { stroke: var(--vscode-focusBorder); stroke-width: 2; } #tsvg .replay-end { stroke: var(--vscode-charts-blue); stroke-dasharray: 4 3; }
 #tsvg .bar.inner { fill: var(--vscode-charts-purple); } #tsvg .bar.inner.replayed { fill: var(--vscode-charts-blue); opacity: .45; }
+#tsvg .bar.inner.composite { fill-opacity: .4; stroke: var(--vscode-charts-purple); stroke-width: 1; }
 #tsvg .bar.current { stroke: var(--vscode-focusBorder); stroke-width: 2; opacity: 1; } #tsvg .bar.current-step { stroke: var(--vscode-focusBorder); stroke-width: 1; stroke-dasharray: 2 2; }
 #tsvg .lane.sub { font-size: 10px; }
 #tinfo { padding: 4px 8px; opacity: .7; }

@@ -6,12 +6,16 @@ sends it to the editor's graph view."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from .errors import TraceCorruption
-from .graph import ROOT
+from .graph import ROOT, Graph
 from .tape import ActorInfo, Header, decode_record
+
+if TYPE_CHECKING:
+    from .network import Network
 
 HEADER_MOST = 64 << 20  # bytes: a header line longer than this is no header this writer wrote
 
@@ -114,17 +118,25 @@ def graph_of_header(header: Header) -> FlowGraph:
     return graph_of(header.workflow, header.flowFile, header.actors, header.queues, header.runId)
 
 
-def graph_of_flow(path: Path | str, workflow: str | None = None) -> FlowGraph:
-    """Build the flow (its builder runs, no actor fires) and describe it. Raises FlowError."""
+def network_of_flow(path: Path | str, workflow: str | None = None) -> tuple[Graph, Network]:
+    """Build the flow (its builder runs, no actor fires): its graph and its network, the actors
+    as they are before their first firing. Raises FlowError."""
     from .loader import load_flow
     from .network import build_network
-    from .replay import shape_of
     from .values import use_flow_module
 
     flow = load_flow(path, workflow)
     use_flow_module(getattr(flow.fn, "__module__", None))
     graph = flow.build()
-    actors, queues = shape_of(build_network(graph))
+    return graph, build_network(graph)
+
+
+def graph_of_flow(path: Path | str, workflow: str | None = None) -> FlowGraph:
+    """Build the flow (its builder runs, no actor fires) and describe it. Raises FlowError."""
+    from .replay import shape_of
+
+    graph, net = network_of_flow(path, workflow)
+    actors, queues = shape_of(net)
     return graph_of(graph.name, graph.site.file, actors, queues)
 
 

@@ -161,6 +161,18 @@ def _check_items(what: str, loop: Actor, value: Any) -> None:
                                         f"not {type(item).__name__} {preview(item, 40)}")
 
 
+def initial_state(actor: Actor) -> Raw | None:
+    """The state an actor that has not fired by the step starts from, encoded (it has none on the
+    tape): its class's fields as the flow declares them, each at its default. None: it has none."""
+    return recorded_state(actor)[0]
+
+
+def initial_states(net: Network) -> dict[str, Raw]:
+    """Every actor's initial_state, by path, for those that have one (what `flowtape/editables`
+    lists of an actor that has not fired: the language server asks a child process for it)."""
+    return {actor.path: state for actor in net.actors if (state := initial_state(actor)) is not None}
+
+
 def _field_type(actor: Actor, name: str) -> Any:
     assert actor.spec is not None
     try:
@@ -204,8 +216,7 @@ class _Fork:
         actor, spec = f.actor, f.actor.spec
         assert spec is not None
         recorded = self.snap.states.get(actor.path)
-        # (one that has not fired by then has no state on the tape: it starts from its defaults)
-        before = recorded if recorded is not None else recorded_state(actor)[0]
+        before = recorded if recorded is not None else initial_state(actor)
         fields = msgspec.json.decode(bytes(before), type=dict[str, Raw]) if before else {}
         if f.name not in fields and f.name not in spec.state_defaults:
             known = sorted(set(fields) | set(spec.state_defaults))

@@ -24,8 +24,9 @@ class FileText:
     """A file's lines as the editor holds them (else as saved), and where each line of the text
     as saved went in them."""
 
-    def __init__(self, lines: list[str], saved: list[str] | None) -> None:
+    def __init__(self, lines: list[str], saved: list[str] | None, version: int | None = None) -> None:
         self.lines = lines
+        self.version = version  # the editor's version of the text (None: the file as saved)
         self.found: dict[tuple[str, int, str], int | None] = {}  # creation_line's answers for this text
         self._moves = None
         if saved is not None and saved != lines:
@@ -62,7 +63,7 @@ def current_text(workspace: Workspace, uri: str) -> FileText:
     if cached is not None and cached[0] == key:
         return cached[1]
     saved = _read(path) if stamp is not None else None
-    text = FileText(split_lines(doc.source), saved) if doc is not None else FileText(saved or [], None)
+    text = FileText(split_lines(doc.source), saved, doc.version) if doc is not None else FileText(saved or [], None)
     if len(_texts) >= _CACHED:
         _texts.clear()
     _texts[uri] = (key, text)

@@ -3,13 +3,16 @@ a process of its own (user code never runs inside the language server). Prints o
 on stdout: `{"errors": [{"file", "line", "message"}], "workflows": [names]}`.
 
 `python -m flowtape_lsp.check FLOW.py --graph [WORKFLOW]` builds one workflow (nothing fires) and
-prints `{"errors": [...], "graph": FlowGraph}` instead, for the editor's graph view."""
+prints `{"errors": [...], "graph": FlowGraph}` instead, for the editor's graph view; with
+`--states [WORKFLOW]`, `{"errors": [...], "states": {actor: {field: tagged JSON}}}`: each actor's
+state before its first firing, which `flowtape/editables` lists for an actor that has not fired."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -41,12 +44,36 @@ def check(path: str) -> dict[str, Any]:
 
 
 def graph(path: str, workflow: str | None) -> dict[str, Any]:
-    import msgspec
+    def build() -> dict[str, Any]:
+        import msgspec
+        from flowtape.flowgraph import graph_of_flow
+
+        return {"graph": msgspec.to_builtins(graph_of_flow(path, workflow))}
+
+    return _built(path, build)
+
+
+def states(path: str, workflow: str | None) -> dict[str, Any]:
+    """Each actor's state before its first firing, as the flow declares it now (tagged JSON, by
+    path): what a fork edits of an actor that has not fired by its step."""
+
+    def build() -> dict[str, Any]:
+        import msgspec
+        from flowtape.flowgraph import network_of_flow
+        from flowtape.fork import initial_states
+
+        _, net = network_of_flow(path, workflow)
+        return {"states": {actor: msgspec.json.decode(state) for actor, state in initial_states(net).items()}}
+
+    return _built(path, build)
+
+
+def _built(path: str, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """What `build` (which builds one workflow) gives, or the errors that stopped it."""
     from flowtape.errors import FlowError, FlowtapeError
-    from flowtape.flowgraph import graph_of_flow
 
     try:
-        return {"errors": [], "graph": msgspec.to_builtins(graph_of_flow(path, workflow))}
+        return {"errors": [], **build()}
     except FlowError as exc:
         return {"errors": [{"file": exc.file or path, "line": exc.line, "message": exc.message}]}
     except FlowtapeError as exc:
@@ -69,14 +96,15 @@ def _line_in(exc: BaseException, path: str) -> int | None:
 
 def main() -> None:
     args = sys.argv[1:]
-    if not (len(args) == 1 or (len(args) in (2, 3) and args[1] == "--graph")):
-        print("usage: python -m flowtape_lsp.check FLOW.py [--graph [WORKFLOW]]", file=sys.stderr)
+    one = {"--graph": graph, "--states": states}.get(args[1]) if len(args) in (2, 3) else None
+    if not (len(args) == 1 or one is not None):
+        print("usage: python -m flowtape_lsp.check FLOW.py [--graph | --states [WORKFLOW]]", file=sys.stderr)
         sys.exit(2)
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever the flow prints goes to stderr, not into our JSON
     sys.stdout = sys.stderr
     try:
-        result = graph(args[0], args[2] if len(args) == 3 else None) if len(args) > 1 else check(args[0])
+        result = one(args[0], args[2] if len(args) == 3 else None) if one is not None else check(args[0])
     except BaseException as exc:  # noqa: BLE001 - even SystemExit from user code becomes a report
         result = {"errors": [{"file": sys.argv[1], "line": None,
                               "message": f"loading the flow raised {type(exc).__name__}: {exc}"}], "workflows": []}

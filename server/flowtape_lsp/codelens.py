@@ -16,7 +16,7 @@ from lsprotocol import types as lsp
 
 from . import protocol as P
 from .commands import run_info
-from .runs import Run
+from .run import Run
 from .workflows import find_workflows
 from .workspace import file_key, same_file, uri_to_path
 

@@ -18,13 +18,15 @@ from flowtape.tape import Firing, Header, Step
 from flowtape.values import preview_raw
 from lsprotocol import types as lsp
 
-from . import inputs
+from . import inputs, stopping
 from . import protocol as P
 from .actorlines import creation_line, current_text
 from .failures import detail_of
+from .follow import step_info
 from .outputs import previews
 from .permits import differs, may_run
-from .runs import Run, RunManager
+from .run import Run
+from .runs import RunManager
 from .tapeindex import Filler, last_step_from_end
 from .workflows import find_workflows
 from .workspace import Locator, client_path, flow_path, path_to_uri, same_file, uri_to_path
@@ -297,7 +299,7 @@ def register(server: FlowtapeServer) -> None:
     async def stop(*args: Any) -> Any:
         params = P.command_params(args, P.StopParams)
         run = manager.get(params.runId)
-        stopped = await manager.stop(run)
+        stopped = await stopping.stop(run)
         return P.StopResult(runId=run.run_id, stopped=stopped, status=run.status).to_json()
 
     def _runs_of(uri: str | None, workflow: str | None = None) -> list[Run]:
@@ -340,7 +342,7 @@ def register(server: FlowtapeServer) -> None:
         # `live` as it was before the page was read: a run that ends while it is read says `live`
         # once more, so a client polling until `live` is false asks again and gets the last steps
         was_live = run.live
-        if p.from_ == 1 and manager.starting(run):  # no steps yet, and no failure either: an empty first page
+        if p.from_ == 1 and run.starting():  # no steps yet, and no failure either: an empty first page
             return P.GetStepsResult(runId=run.run_id, steps=[], total=0, live=True).to_json()
         if not run.live and not run.index.finished and p.from_ > run.index.steps:
             # a page of a finished run beyond what was read: bisect the file rather than read it all
@@ -350,7 +352,7 @@ def register(server: FlowtapeServer) -> None:
                 found = await asyncio.to_thread(find_steps, index.path, index.header, p.from_, p.limit)
                 if found is not None:
                     await asyncio.to_thread(manager.locator.prepare, index.header)
-                    infos = [manager.step_info(run, s) for s in found]
+                    infos = [step_info(run, s, manager.locator) for s in found]
                     return P.GetStepsResult(runId=run.run_id, steps=infos, total=total, live=False).to_json()
         index = await manager.ready(run, until_step=p.from_ + p.limit - 1)
         total = index.steps if run.live or index.finished else _recorded_steps(run, index.steps)
@@ -364,7 +366,7 @@ def register(server: FlowtapeServer) -> None:
         if steps:  # a live run's tape is read on meanwhile: the page may hold steps past the count taken before
             total = max(total, steps[-1].step)
         return P.GetStepsResult(
-            runId=run.run_id, steps=[manager.step_info(run, s) for s in steps], total=total, live=was_live,
+            runId=run.run_id, steps=[step_info(run, s, manager.locator) for s in steps], total=total, live=was_live,
         ).to_json()
 
     @server.feature(P.STEP_DETAIL)
@@ -383,4 +385,4 @@ def register(server: FlowtapeServer) -> None:
     async def cancel_progress(params: lsp.WorkDoneProgressCancelParams) -> None:
         run = manager.run_for_token(params.token)
         if run is not None and not run.finished:
-            await manager.stop(run)
+            await stopping.stop(run)

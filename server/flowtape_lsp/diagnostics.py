@@ -21,7 +21,7 @@ from . import protocol as P
 from .actorlines import creation_line, current_text
 from .family import started_here
 from .permits import NotTrusted, may_import
-from .runs import Run
+from .run import Run
 from .workspace import file_key, find_actor, path_to_uri, split_lines, uri_to_path
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import msgspec
 from flowtape.tape import Header
 
 from . import protocol as P
-from .runs import Run
+from .run import Run
 from .workflows import find_workflows
 from .workspace import flow_path, same_file
 

@@ -1,6 +1,7 @@
 """What the flow's actors were at the selected step (`flowtape/selectStep`): a hover on the line
 that creates an actor shows its fire count and state; inlay hints at the end of those lines show
-a short preview. Without a selection, the flow's latest run at its last step is shown."""
+a short preview. Without a selection, the flow's latest run at its last step is shown. A client
+that follows its own stepper asks for the hints at the steps it shows (`flowtape/stepHints`)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from flowtape.rundir import read_summary
 from flowtape.tape import ActorInfo, Header
 from flowtape.values import preview_raw
 from lsprotocol import types as lsp
+from lsprotocol.converters import get_converter
 
 from . import protocol as P
 from .actorlines import FileText, creation_line, current_text
-from .runs import Run
+from .run import Run
 from .tapeindex import last_step_from_end
 from .workspace import file_key, uri_to_path
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 HINT_STATE = 40
 HINT_ACTORS = 4  # labels on one line; the rest are counted
 TRIED_RUNS = 5  # a hover looks back this many runs for one with something to show
+_LSP = get_converter()  # LSP structures to JSON (flowtape/stepHints answers standard InlayHints)
 
 
 @dataclass
@@ -137,9 +140,11 @@ class Inspector:
         self.selected[file_key(run.uri)] = (run.run_id, step)
         self._views.pop(file_key(run.uri), None)  # (the latest selection is found first)
         self._views[file_key(run.uri)] = view
-        # The lenses name the selected step only for a client that does not ask for it (codelens.py):
-        # a step key of any other client redraws the hints alone, one round trip, not two.
-        self.server.refresh_views(lenses=not self.server.client_options.asksForStep)
+        # The lenses name the selected step only for a client that does not ask for it (codelens.py),
+        # and a client that asks for its stepper's hints itself redraws them as its keys go (a
+        # refresh would have it ask again, with the step it already shows).
+        options = self.server.client_options
+        self.server.refresh_views(lenses=not options.asksForStep, hints=not options.stepHints)
 
     def on_run_finished(self, run: Run) -> None:
         """A newer run of a flow takes over its hovers and hints from a step selected in an older
@@ -166,7 +171,7 @@ class Inspector:
         ]
         candidates.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
         for run in candidates[:TRIED_RUNS]:
-            if self.server.manager.starting(run) or self.server.manager.never_started(run):
+            if run.starting() or run.never_started():
                 continue  # still importing its flow, or failed before its tape began: nothing to show
             shown = await self._last_view(run)
             if shown is not None:
@@ -255,28 +260,49 @@ def register(server: FlowtapeServer) -> None:
             return []
         view, path = found
         now = current_text(server.workspace, params.text_document.uri)
-        lines = now.lines
-        by_line = _by_line(view, path, now)
-        hints: list[lsp.InlayHint] = []
-        first, last = params.range.start.line, params.range.end.line
-        for line0, actors in sorted(by_line.items()):
-            if not first <= line0 <= last or line0 >= len(lines):
-                continue
-            text = lines[line0]
-            labels = []
-            for a in actors:
-                label = f"{a.actor.path if len(actors) > 1 else ''}{' ' if len(actors) > 1 else ''}×{a.fire_count}"
-                if a.state is not None:
-                    state = a.state if len(a.state) <= HINT_STATE else a.state[: HINT_STATE - 1] + "…"
-                    label += f" {state}"
-                labels.append(label)
-            if len(labels) > HINT_ACTORS:  # (one line creating thousands of actors: a list comprehension)
-                labels[HINT_ACTORS:] = [f"+{len(labels) - HINT_ACTORS} more"]
-            tooltip = f"run {view.run_id} at step {view.step}: " + "; ".join(
-                f"{a.actor.path} fired {a.fire_count}" + (f", state {a.state}" if a.state else "") for a in actors[:HINT_ACTORS * 5]
-            ) + (f"; and {len(actors) - HINT_ACTORS * 5} more" if len(actors) > HINT_ACTORS * 5 else "")
-            hints.append(lsp.InlayHint(
-                position=lsp.Position(line0, len(text.encode("utf-16-le")) // 2), label=" · ".join(labels),
-                padding_left=True, tooltip=tooltip,
-            ))
-        return hints
+        return _hints(view, path, now, params.range.start.line, params.range.end.line)
+
+    @server.feature(P.STEP_HINTS)
+    async def step_hints(params: Any) -> Any:
+        p = P.decode_params(params, P.StepHintsParams)
+        run = server.manager.get(p.runId)
+        index = await server.manager.ready(run)
+        beyond = [s for s in p.steps if s > index.steps]
+        if beyond:
+            raise P.not_found(f"step {beyond[0]} is out of range: run {run.run_id} has steps 0 to {index.steps}")
+        path = uri_to_path(p.uri)
+        now = current_text(server.workspace, p.uri)  # (the text and its version, read together)
+        views = await asyncio.to_thread(lambda: [_view(run, s) for s in p.steps])
+        steps: list[P.StepHints] = []
+        # the flow's own file, or a module its actors are created in (as view_for picks a view)
+        shows = path is not None and (uri_to_path(run.uri) == path or path in views[0].files)
+        if shows and path is not None:
+            steps = [P.StepHints(step=v.step, hints=[_LSP.unstructure(h) for h in _hints(v, path, now)]) for v in views]
+        return P.StepHintsResult(runId=run.run_id, uri=p.uri, version=now.version, shows=shows, steps=steps).to_json()
+
+
+def _hints(view: View, path: Path, now: FileText, first: int = 0, last: int | None = None) -> list[lsp.InlayHint]:
+    """The hints of the actors created in file `path` (on its lines `first` to `last`) at `view`'s step."""
+    lines = now.lines
+    hints: list[lsp.InlayHint] = []
+    for line0, actors in sorted(_by_line(view, path, now).items()):
+        if line0 < first or (last is not None and line0 > last) or line0 >= len(lines):
+            continue
+        text = lines[line0]
+        labels = []
+        for a in actors:
+            label = f"{a.actor.path if len(actors) > 1 else ''}{' ' if len(actors) > 1 else ''}×{a.fire_count}"
+            if a.state is not None:
+                state = a.state if len(a.state) <= HINT_STATE else a.state[: HINT_STATE - 1] + "…"
+                label += f" {state}"
+            labels.append(label)
+        if len(labels) > HINT_ACTORS:  # (one line creating thousands of actors: a list comprehension)
+            labels[HINT_ACTORS:] = [f"+{len(labels) - HINT_ACTORS} more"]
+        tooltip = f"run {view.run_id} at step {view.step}: " + "; ".join(
+            f"{a.actor.path} fired {a.fire_count}" + (f", state {a.state}" if a.state else "") for a in actors[:HINT_ACTORS * 5]
+        ) + (f"; and {len(actors) - HINT_ACTORS * 5} more" if len(actors) > HINT_ACTORS * 5 else "")
+        hints.append(lsp.InlayHint(
+            position=lsp.Position(line0, len(text.encode("utf-16-le")) // 2), label=" · ".join(labels),
+            padding_left=True, tooltip=tooltip,
+        ))
+    return hints

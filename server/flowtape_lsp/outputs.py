@@ -9,7 +9,7 @@ import msgspec
 from flowtape.values import preview_json
 
 from . import protocol as P
-from .runs import Run
+from .run import Run
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 if TYPE_CHECKING:
-    from .runs import Run
+    from .run import Run
     from .server import FlowtapeServer
 
 EVERY = 0.1  # seconds between two reports

@@ -23,6 +23,7 @@ RUNS = "flowtape/runs"
 GET_STEPS = "flowtape/getSteps"
 STEP_DETAIL = "flowtape/stepDetail"
 SELECT_STEP = "flowtape/selectStep"
+STEP_HINTS = "flowtape/stepHints"
 RUN_OUTPUTS = "flowtape/runOutputs"
 WORKFLOW_INPUTS = "flowtape/workflowInputs"
 FIND_STEPS = "flowtape/findSteps"
@@ -97,6 +98,7 @@ class ClientOptions(msgspec.Struct, kw_only=True):
 
     clientCommands: list[str] = msgspec.field(default_factory=list)  # client-side commands it implements
     asksForStep: bool = False  # it asks the user for the step of a lens `flowtape.resumeAtStep {runId}`
+    stepHints: bool = False  # it asks for its stepper's hints (flowtape/stepHints) and redraws them itself
     trust: Literal["none", "workspace", "all"] = "workspace"  # how far the folder is trusted to run code (permits.py)
 
 
@@ -171,6 +173,15 @@ class TimelineParams(Params, rename={"from_": "from"}):
 class SelectStepParams(Params):
     runId: Name
     step: Step
+
+
+class StepHintsParams(Params):
+    """The inlay hints of file `uri` at each of `steps` of a run, whatever step is selected: a
+    client that follows its own stepper asks for the step it shows, and the ones next to it."""
+
+    runId: Name
+    uri: Name
+    steps: Annotated[list[Step], msgspec.Meta(min_length=1, max_length=64)]
 
 
 class RunOutputsParams(Params):
@@ -428,8 +439,9 @@ class TimelineStep(msgspec.Struct, array_like=True):
 
 
 class TimelineFiring(msgspec.Struct, array_like=True):
-    """An inner firing of a composite step, timed: [step, index, actor, at, dur, replayed], `index`
-    its place (1-based) among the step's inner firings, as the stepper steps into them."""
+    """An inner firing of a composite step, timed: [step, index, actor, at, dur, replayed, parent],
+    `index` its place (1-based) among the step's inner firings, as the stepper steps into them,
+    `parent` the index of the nested composite firing it ran in (0: the step's own)."""
 
     step: int
     index: int
@@ -437,6 +449,7 @@ class TimelineFiring(msgspec.Struct, array_like=True):
     at: int
     dur: int
     replayed: bool
+    parent: int = 0
 
 
 class TimelineResult(Message):
@@ -480,6 +493,19 @@ class WorkflowInputsResult(Message):
     inputs: list[InputInfo]
     known: bool  # False: the declared inputs could not be read from the source
     last: dict[str, Any] | None = None  # the inputs of this workflow's latest run
+
+
+class StepHints(Message):
+    step: int
+    hints: list[Any]  # LSP InlayHint objects, as `textDocument/inlayHint` answers them (whole file)
+
+
+class StepHintsResult(Message):
+    runId: str
+    uri: str
+    version: int | None  # the editor's version of the text they were placed in (None: as saved)
+    shows: bool  # whether the run has anything to show in the file (else: `steps` is empty)
+    steps: list[StepHints]
 
 
 class FindStepsResult(Message):

@@ -1,92 +1,37 @@
-"""The run registry: flows run in child processes, tapes followed as they are written (ours and
-those of runs started from a terminal), steps batched to the client, work-done progress, stop."""
+"""The run registry: every run the server knows by id (those it started, those found in the runs
+directory, ones started from a terminal as they appear), each checked sound before its story is
+told; flows launched in child processes (child.py), followed as they write (follow.py), stopped
+(stopping.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import signal
-import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-from flowtape.errors import ErrorReport, TraceCorruption
-from flowtape.ownership import ProcessStamp, can_tell, is_the_process, stamp_of
-from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, runs_process, valid_run_id
-from flowtape.rundir import process_alive as _alive
+from flowtape.errors import TraceCorruption
+from flowtape.rundir import TAPE, new_run_id, now_iso, read_summary, valid_run_id
 from flowtape.streamed import check_run
-from flowtape.tape import ErrorInfo, Step
 from flowtape.trust import looks_sealed
-from flowtape.usage import Usage
 
-from . import progress
+from . import child, progress, stopping
 from . import protocol as P
-from .failures import detail_of, not_started
-from .family import Family, clear_left_behind, family_of, left_behind, reap, started_here, take_down
+from .family import left_behind, reap, started_here
+from .follow import Follower
+from .run import Run
 from .tapeindex import TapeIndex
-from .workspace import Locator, client_path, path_to_uri
+from .workspace import Locator, path_to_uri
 
 if TYPE_CHECKING:
     from .server import FlowtapeServer
 
-TICK = 0.02  # how often a live tape is polled
-FLUSH_AGE = 0.05  # a batch of steps waits at most this long
-FLUSH_SIZE = 500  # ... or is sent once this many steps are pending
 DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
-NO_RUN_GRACE = 2.0  # a new directory in the runs dir with neither run.json nor a tape header this long is no run
-STOP_GRACE = 2.0  # after SIGTERM, before a second SIGTERM; as long again before SIGKILL
-STDERR_KEEP = 16 << 10
 PREINDEX = 3  # finished runs read in the background at startup, newest first ...
 PREINDEX_MAX_BYTES = 32 << 20  # ... when small: a big tape's last step is answered from its end
 CHECK_FIRST_BYTES = 8 << 20  # a tape not sealed here up to this size is checked before the first answer; a bigger one meanwhile
-
-
-@dataclass(eq=False)
-class Run:
-    run_id: str
-    run_dir: Path
-    index: TapeIndex
-    uri: str = ""  # the flow file
-    workflow: str = ""
-    owned: bool = False  # started by this server
-    live: bool = False  # being streamed
-    proc: asyncio.subprocess.Process | None = None
-    pid: int | None = None  # an external run's process, from run.json
-    process: ProcessStamp | None = None  # its stamp (run.json's; for a child of ours, taken as it started)
-    status: str = "running"
-    started_at: str = ""
-    finished_at: str | None = None
-    resumed_from: str | None = None
-    resumed_at: int | None = None
-    edits: int = 0  # a fork's edits (run.json says; flowtape.fork knows them at once)
-    usage: Usage | None = None  # its model calls, once it ended (run.json, or the end record)
-    announced: bool = False
-    finished: bool = False
-    stopping: bool = False
-    stderr: bytes = b""
-    stdout: bytes = b""  # the end of what `flowtape run --json` printed: an ErrorReport when it could not start
-    error: str | None = None
-    error_detail: P.ErrorDetail | None = None  # as runFinished said it (or run.json, for a run found on disk)
-    error_info: ErrorInfo | None = None  # how the tape (or run.json) tells its failure
-    outputs: bytes = b""  # a finished run's outputs, encoded
-    junk: bool = False  # a directory of the runs dir that holds no run (no run.json, no readable tape): not listed
-    progress_token: str | None = None
-    progress_begun: bool = False
-    progress_ended: bool = False
-    progress_at: float = 0.0
-    pid_checked: float = 0.0
-    gone_since: float = 0.0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    family: Family = field(default_factory=dict)  # what the flow had started when it was stopped
-    # whether the finished tape is sound, for the file as it was then (size, mtime): None, or why not
-    verdict: tuple[tuple[int, int], str | None] | None = None
-    checked_steps: int | None = None  # how many steps the checked tape holds (a killed run's run.json cannot say)
-    checking: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class RunManager:
@@ -96,6 +41,7 @@ class RunManager:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.locator = Locator()
         self.listeners: list[Callable[[Run], None]] = []  # called when a run finishes
+        self.follower = Follower(server, self.locator, self.listeners, self.spawn, self._live_sessions)
         self._poller: asyncio.Task[None] | None = None
 
     # ---- places ---------------------------------------------------------------------------------
@@ -137,7 +83,7 @@ class RunManager:
 
     def _forget_if_gone(self, run: Run) -> bool:
         """Drop a finished run whose tape was deleted (or moved) since; True if it was."""
-        if run.junk or run.live or (run.run_dir / TAPE).is_file() or self.never_started(run):
+        if run.junk or run.live or (run.run_dir / TAPE).is_file() or run.never_started():
             return False
         self.runs.pop(run.run_id, None)
         return True
@@ -195,7 +141,7 @@ class RunManager:
         if run.index.header is None and run.index.corrupt is not None:
             raise P.damaged(run.run_id, run.index.corrupt)
         if run.index.header is None:
-            if self.starting(run):
+            if run.starting():
                 raise P.not_found(f"run {run.run_id} is starting: it has no steps yet")
             if run.status == "stopped":
                 raise P.not_found(f"run {run.run_id} was stopped before it started, so it has no steps")
@@ -203,36 +149,8 @@ class RunManager:
             raise P.not_found(f"run {run.run_id} failed before it started, so it has no steps: {why}")
         return run.index
 
-    @staticmethod
-    def starting(run: Run) -> bool:
-        """A live run whose process has not written its tape's header yet (it imports the flow)."""
-        return run.live and not run.finished and run.index.header is None and run.index.corrupt is None
-
-    @staticmethod
-    def never_started(run: Run) -> bool:
-        """A run this server started that failed before writing its tape (a flow that does not
-        load, a bad input): kept, so that asking for its steps says why there are none."""
-        return run.owned and run.finished and run.index.header is None and not run.index.offset
-
     def _register(self, run_id: str, run_dir: Path, live: bool) -> Run:
-        run = Run(run_id, run_dir, TapeIndex(run_dir), live=live)
-        summary = read_summary(run_dir)
-        if summary is not None:
-            run.status = summary.status
-            run.workflow = summary.workflow
-            run.uri = path_to_uri(summary.flowFile) if summary.flowFile else ""
-            run.started_at = summary.startedAt
-            run.finished_at = summary.finishedAt
-            run.resumed_from = summary.resumedFrom
-            run.resumed_at = summary.resumedAtStep
-            run.edits = summary.edits
-            run.usage = summary.usage
-            run.pid, run.process = summary.pid, summary.process
-            run.finished = summary.status != "running"
-            run.outputs = bytes(summary.outputs) if summary.outputs else b""
-            if summary.error is not None:
-                run.error, run.error_info = summary.error.message, summary.error
-        self.runs[run_id] = run
+        run = self.runs[run_id] = Run.on_disk(run_id, run_dir, live)
         return run
 
     def spawn(self, coro: Any) -> None:
@@ -256,9 +174,9 @@ class RunManager:
     def _take_up(self, run: Run) -> None:
         """A run found on disk that run.json says is running: followed while its process runs,
         else failed (its process died while nobody watched, or the pid is not the run's)."""
-        if run.status == "running" and self.alive(run):
+        if run.status == "running" and child.alive(run):
             run.live = True
-            self.spawn(self._follow(run))
+            self.spawn(self.follower.follow(run))
         elif run.status == "running":
             run.status, run.finished = "failed", True
             self.spawn(self._note_dead(run))
@@ -278,7 +196,7 @@ class RunManager:
             run.status = end.status
             run.error = end.error.message if end.error is not None else None
             return
-        await self._close_dead_tape(run)
+        await self.follower.close_dead_tape(run)
 
     async def _preindex(self) -> None:
         """Read the newest finished runs in the background, so that their first step detail is
@@ -317,7 +235,7 @@ class RunManager:
                     if run_id not in self.runs:
                         run = self._register(run_id, run_dir, live=True)
                         run.finished = False
-                        self.spawn(self._follow(run))
+                        self.spawn(self.follower.follow(run))
             except Exception:  # noqa: BLE001 - the poller must outlive any odd directory
                 self.server.log_error("scanning the runs directory failed")
 
@@ -340,227 +258,21 @@ class RunManager:
             run.resumed_from, run.resumed_at = resume_from.run_id, at_step if at_step is not None else resume_from.index.steps
             run.edits = len(edits or [])
         self.runs[run_id] = run
-        args = [sys.executable, "-m", "flowtape", "run", str(flow), "--json", "--run-id", run_id,
-                "--runs-dir", str(self.runs_dir)]
-        if workflow:
-            args.append(f"--workflow={workflow}")  # attached: a name that starts with '-' is not an option
-        if inputs:
-            args += ["--inputs-json", "-"]  # on stdin: no command-line size limit, nothing taken for an option
-        if max_workers is not None:
-            args += ["--max-workers", str(max_workers)]
-        if executor is not None:
-            args.append(f"--executor={executor}")
-        if ray_address is not None:
-            args.append(f"--ray-address={ray_address}")  # (attached: an address is never taken for an option)
-        if resume_from is not None:
-            args += ["--resume-from", str(resume_from.run_dir)]
-            if at_step is not None:
-                args += ["--at-step", str(at_step)]
-            args += [f"--set={edit}" for edit in edits or []]  # a fork's (attached: a value may start with '-')
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        args = child.command(
+            flow, run_id, self.runs_dir, workflow=workflow, inputs=bool(inputs), max_workers=max_workers,
+            executor=executor, ray_address=ray_address, at_step=at_step, edits=edits or [],
+            resume_from=resume_from.run_dir if resume_from is not None else None,
+        )
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)
-            run.proc = await asyncio.create_subprocess_exec(
-                *args, cwd=str(flow.parent), env=env,
-                stdin=asyncio.subprocess.PIPE if inputs else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            )
-            run.process = stamp_of(run.proc.pid)  # (the child has exec'd: its command line is the flow's)
-            started_here.add(run.proc.pid)
-            if inputs and run.proc.stdin is not None:
-                run.proc.stdin.write(msgspec.json.encode(inputs))
-                run.proc.stdin.close()
+            await child.start(run, args, flow.parent, inputs)
         except (OSError, ValueError) as exc:  # (ValueError: a NUL byte in a path or argument)
             del self.runs[run_id]
             raise P.invalid(f"cannot start the flow: {exc}") from None
-        self.spawn(self._read_output(run))
-        self.spawn(self._follow(run))
+        self.spawn(child.read_output(run))
+        self.spawn(self.follower.follow(run))
         self.spawn(progress.begin(self.server, run))
         return run
-
-    async def _read_output(self, run: Run) -> None:
-        """Keep the end of what the flow process prints (its stdout must be drained, or a flow
-        with big outputs would block on a full pipe)."""
-        assert run.proc is not None and run.proc.stderr is not None and run.proc.stdout is not None
-
-        async def keep(stream: asyncio.StreamReader, name: str) -> None:
-            while chunk := await stream.read(8192):
-                setattr(run, name, (getattr(run, name) + chunk)[-STDERR_KEEP:])
-
-        await asyncio.gather(keep(run.proc.stderr, "stderr"), keep(run.proc.stdout, "stdout"))
-
-    # ---- following a run ------------------------------------------------------------------------------
-
-    async def _follow(self, run: Run) -> None:
-        try:
-            await self._stream(run)
-        except Exception as exc:  # noqa: BLE001 - one broken run must not take the others down
-            self.server.log_error(f"following run {run.run_id} failed: {exc!r}")
-            if not run.finished:
-                run.error = run.error or f"the server stopped following the run: {exc}"
-                await self._finish(run, "failed")
-
-    async def _stream(self, run: Run) -> None:
-        index = run.index
-        pending: list[Step] = []
-        last_flush = time.monotonic()
-        exit_seen = False
-        while True:
-            before = index.offset
-            new = await asyncio.to_thread(index.ingest)
-            progressed = index.offset != before
-            if index.header is not None and not run.announced:
-                await asyncio.to_thread(self.locator.prepare, index.header)  # (reads files: not on the event loop)
-                self._announce(run)
-            pending.extend(new)
-            now = time.monotonic()
-            while len(pending) >= FLUSH_SIZE:
-                self._send_steps(run, pending[:FLUSH_SIZE])
-                del pending[:FLUSH_SIZE]
-                last_flush = now
-            if pending and (now - last_flush >= FLUSH_AGE or index.finished):
-                self._send_steps(run, pending)
-                pending = []
-                last_flush = now
-            if new:
-                progress.report(self.server, run)
-            if index.finished:
-                break
-            if progressed:
-                await asyncio.sleep(0)
-                continue
-            if exit_seen:  # the process is gone and its tape is read to the end: it has no end record
-                if run.proc is not None:  # what it started goes with it, as on a stop
-                    await asyncio.to_thread(clear_left_behind, run.proc.pid, self._live_sessions())
-                await self._close_dead_tape(run)
-                pending.extend(await asyncio.to_thread(index.ingest))
-                for i in range(0, len(pending), FLUSH_SIZE):
-                    self._send_steps(run, pending[i : i + FLUSH_SIZE])
-                break
-            if await self._process_gone(run, now):
-                exit_seen = True  # read once more: what it wrote last may not be read yet
-                continue
-            await asyncio.sleep(TICK)
-        if run.announced or run.owned:
-            if not run.announced:
-                self._announce(run)
-            end = index.end
-            await self._finish(run, end.status if end is not None else ("stopped" if run.stopping else "failed"))
-        else:  # a directory that never became a run
-            run.junk, run.finished, run.live = True, True, False
-
-    async def _process_gone(self, run: Run, now: float) -> bool:
-        if run.proc is not None:
-            if run.proc.returncode is None:
-                return False
-            await run.proc.wait()
-            await asyncio.sleep(0.05)  # let the stderr reader take the last bytes
-            return True
-        if now - run.pid_checked < 0.5:
-            return False
-        run.pid_checked = now
-        summary = read_summary(run.run_dir)
-        if summary is not None and summary.pid is not None:
-            run.pid, run.process = summary.pid, summary.process
-        if run.pid is not None:
-            return not self.alive(run)
-        if summary is None and run.index.header is None:  # a run writes both as it starts: this is no run
-            run.gone_since = run.gone_since or now
-            return now - run.gone_since > NO_RUN_GRACE
-        # no pid known: gone once run.json says it finished and the tape still has no end a while later
-        if summary is not None and summary.status != "running":
-            run.gone_since = run.gone_since or now
-            return now - run.gone_since > 1.0
-        return False
-
-    async def _close_dead_tape(self, run: Run) -> None:
-        """The process died without an end record: seal the tape `stopped` or `failed`."""
-        code = run.proc.returncode if run.proc is not None else None
-        status = "stopped" if run.stopping else "failed"
-        detail = _stderr_line(run.stderr)
-        if run.stopping:
-            message = None
-        elif code is not None:
-            message = f"the flow process exited with code {code} before the run finished" + (f": {detail}" if detail else "")
-        else:
-            message = "the flow process is gone and its tape has no end record"
-        run.error = message if status == "failed" else None
-        if run.index.header is None:
-            run.error = detail or message or "the run did not start"
-            return
-        if run.proc is None:
-            # not a flow this server started: said, never written to (its process may live on in
-            # another pid namespace or on another host that shares the directory)
-            summary = read_summary(run.run_dir)
-            if summary is not None and summary.status != "running":
-                run.error = f"the tape has no end record, though run.json says the run {summary.status}: it was cut short"
-            return
-        await asyncio.to_thread(run.index.seal_run, status, message)
-
-    def step_info(self, run: Run, step: Step) -> P.StepInfo:
-        header = run.index.header
-        assert header is not None
-        uri, rng = self.locator.actor_range(header, step.actor)
-        return P.StepInfo(
-            step=step.step, actor=step.actor, actorKind=step.kind, fireCount=step.fireCount,
-            journalSeq=step.journalSeq, replayed=step.replayed, uri=uri, range=rng, durationMs=step.dur / 1000.0,
-            startMs=step.at / 1000.0, diverged=step.step in run.index.diverged_steps,
-        )
-
-    def _announce(self, run: Run) -> None:
-        run.announced = True
-        header = run.index.header
-        if header is not None:
-            run.workflow = header.workflow
-            run.uri = path_to_uri(header.flowFile) if header.flowFile else run.uri
-            run.started_at = header.startedAt
-            run.resumed_from, run.resumed_at = header.resumedFrom, header.resumedAtStep
-            if header.resumedFrom and not run.edits:  # a fork started elsewhere: its run.json counts its edits
-                summary = read_summary(run.run_dir)
-                run.edits = summary.edits if summary is not None else 0
-            if run.proc is None and run.progress_token is None:
-                self.spawn(progress.begin(self.server, run))
-        self.server.send(P.RUN_STARTED, P.RunStarted(
-            runId=run.run_id, uri=run.uri, workflow=run.workflow, runDir=client_path(run.run_dir),
-            resumedFrom=run.resumed_from, resumedAtStep=run.resumed_at, edits=run.edits,
-        ))
-
-    def _send_steps(self, run: Run, steps: list[Step]) -> None:
-        if steps:
-            self.server.send(P.STEPS, P.Steps(runId=run.run_id, steps=[self.step_info(run, s) for s in steps]))
-
-    async def _finish(self, run: Run, status: str) -> None:
-        if run.proc is not None and run.proc.returncode is not None:
-            started_here.discard(run.proc.pid)
-        run.finished = True
-        run.live = False
-        run.status = status
-        end = run.index.end
-        run.finished_at = end.finishedAt if end is not None else now_iso()
-        run.usage = end.usage if end is not None else None
-        error: str | None = None
-        detail: P.ErrorDetail | None = None
-        if end is not None and end.error is not None:
-            error, run.error_info = end.error.message, end.error
-            detail = detail_of(end.error, run.index.header, self.server.root)
-        elif status == "failed":
-            error = run.error or _stderr_line(run.stderr) or "the run failed"
-            detail = not_started(error, _error_report(run.stdout) if run.index.header is None else None)
-        run.error_detail = detail
-        run.outputs = bytes(end.outputs) if end is not None and end.outputs else b""
-        outputs = msgspec.json.decode(run.outputs) if run.outputs else {}
-        diverged = [d.plain() for d in (end.replayStopped if end else run.index.diverged)]
-        self.server.send(P.RUN_FINISHED, P.RunFinished(
-            runId=run.run_id, status=status, outputs=outputs, steps=run.index.steps, error=error,
-            errorDetail=detail, replayStopped=diverged or None, usage=run.usage,
-        ))
-        progress.end(self.server, run)
-        run.done.set()
-        for listener in self.listeners:
-            try:
-                listener(run)
-            except Exception:  # noqa: BLE001
-                self.server.log_error(f"a run listener failed for {run.run_id}")
 
     # ---- work-done progress (progress.py) -------------------------------------------------------------
 
@@ -569,127 +281,20 @@ class RunManager:
 
     # ---- stopping ---------------------------------------------------------------------------------------
 
-    @staticmethod
-    def alive(run: Run) -> bool:
-        """Whether the run's process runs: our own child until it exits; for a run started
-        elsewhere, the pid its run.json names while it is provably the run's (ownership.py: the
-        start time and command line it recorded), else the run is gone, whatever has that pid now."""
-        if run.proc is not None:
-            return run.proc.returncode is None and (run.process is None or is_the_process(run.process))
-        if can_tell():
-            return runs_process(run.pid, run.process) is not None
-        return _alive(run.pid)  # no /proc: its pid on its word, for listing (never signalled: see `signalled`)
-
-    @staticmethod
-    def signalled(run: Run) -> int | None:
-        """The pid a stop may signal: our own child while it runs, or a run's process that is
-        provably the run's. None for anything else: no signal ever reaches a process that a
-        reused pid or a planted run.json names."""
-        if run.proc is not None:
-            return run.proc.pid if run.proc.returncode is None else None
-        stamp = runs_process(run.pid, run.process)
-        return stamp.pid if stamp is not None else None
-
-    async def stop(self, run: Run) -> bool:
-        """SIGTERM, a second SIGTERM after a grace period, then SIGKILL. True if it was running.
-        A run whose process is not provably its own is not signalled: it is reported gone (its
-        follower finds it so and finishes it `failed`)."""
-        if run.finished or not run.live:
-            return False
-        pid = self.signalled(run)
-        if pid is None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(run.done.wait(), 5.0)
-            return False
-        run.stopping = True
-        if run.proc is not None:
-            run.family = await asyncio.to_thread(family_of, pid)
-        for sig, wait in ((signal.SIGTERM, STOP_GRACE), (signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
-            if not self._signal(run, sig):
-                break
-            if await self._exited(run, wait):
-                break
-        take_down(run.proc.pid if run.proc is not None else None, run.family)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(run.done.wait(), 5.0)
-        return True
-
-    def _signal(self, run: Run, sig: int) -> bool:
-        pid = self.signalled(run)  # asked again before each signal: the process may have gone meanwhile
-        if pid is None:
-            return False
-        try:
-            if sig == signal.SIGKILL and run.proc is not None:
-                os.killpg(pid, sig)  # the child runs in its own session: take its tools down too
-            else:
-                os.kill(pid, sig)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
-
-    async def _exited(self, run: Run, wait: float) -> bool:
-        if run.proc is not None:
-            try:
-                await asyncio.wait_for(run.proc.wait(), wait)
-                return True
-            except TimeoutError:
-                return False
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not self.alive(run):
-                return True
-            await asyncio.sleep(0.05)
-        return False
-
     async def stop_started(self) -> None:
         """Stop every flow the server started, as `flowtape.stop` does (on `shutdown`)."""
         started = [run for run in self.runs.values() if run.proc is not None and not run.finished]
-        await asyncio.gather(*(self.stop(run) for run in started))
-
-    @staticmethod
-    def _child_alive(run: Run) -> bool:
-        """Whether our own child still runs, told without the event loop (its returncode may never
-        be set now): the process under its pid is still the one it started as."""
-        assert run.proc is not None
-        return is_the_process(run.process) if run.process is not None else _alive(run.proc.pid)
+        await asyncio.gather(*(stopping.stop(run) for run in started))
 
     def stop_all(self) -> None:
         """Stop every flow the server started, now and without the event loop (on `exit`, or when
-        the editor goes away): SIGTERM, a second one, then SIGKILL, as `stop` does. A flow that
-        had to be killed gets its tape sealed `stopped` here, as the server will not follow it."""
+        the editor goes away): stopping.stop_now. What reads the tapes stops first."""
         for run in self.runs.values():
             run.index.closing = True
         if self._poller is not None:
             with contextlib.suppress(RuntimeError):  # its loop is gone
                 self._poller.cancel()
-        # os.kill and polling, not the asyncio process: this also runs after the event loop has closed
-        live = [run for run in self.runs.values() if run.proc is not None and self._child_alive(run)]
-        asked = {id(run) for run in live if run.stopping}  # `stop` sent these their first SIGTERM
-        for run in live:
-            assert run.proc is not None
-            run.family.update(family_of(run.proc.pid))
-        for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGKILL):
-            for run in live:
-                assert run.proc is not None
-                if id(run) in asked:
-                    asked.discard(id(run))
-                elif self._child_alive(run):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        (os.killpg if sig == signal.SIGKILL else os.kill)(run.proc.pid, sig)
-                run.stopping = True
-            deadline = time.monotonic() + STOP_GRACE
-            while live and time.monotonic() < deadline:
-                time.sleep(0.05)
-                live = [run for run in live if self._child_alive(run)]
-            if not live:
-                break
-        for run in self.runs.values():
-            if run.stopping:
-                take_down(run.proc.pid if run.proc is not None else None, run.family)
-        for run in self.runs.values():
-            if run.proc is not None and run.stopping and not run.finished and run.index.header is not None:
-                run.index.closing = False
-                run.index.seal_run("stopped", None)
+        stopping.stop_now(self.runs.values())
 
 
 def _size(path: Path) -> int:
@@ -698,16 +303,3 @@ def _size(path: Path) -> int:
     except OSError:
         return 0
 
-
-def _stderr_line(stderr: bytes) -> str:
-    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
-    flowtape = [ln for ln in lines if ln.startswith("flowtape: ") and "warning" not in ln]
-    text = flowtape[-1] if flowtape else (lines[-1] if lines else "")
-    return text.removeprefix("flowtape: ")[:2000]
-
-
-def _error_report(stdout: bytes) -> ErrorReport | None:
-    try:
-        return msgspec.json.decode(stdout.strip().rsplit(b"\n", 1)[-1], type=ErrorReport)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None

@@ -105,11 +105,11 @@ class FlowtapeServer(LanguageServer):
     def supports_progress(self) -> bool:
         return bool(self.capability("window", "work_done_progress"))
 
-    def refresh_views(self, lenses: bool = True) -> None:
-        """Ask the client to re-query code lenses (unless `lenses` is false) and inlay hints (when it can)."""
+    def refresh_views(self, lenses: bool = True, hints: bool = True) -> None:
+        """Ask the client to re-query code lenses and inlay hints (those not said false, when it can)."""
         if lenses and self.capability("workspace", "code_lens", "refresh_support"):
             self.protocol.send_request(lsp.WORKSPACE_CODE_LENS_REFRESH, None)
-        if self.capability("workspace", "inlay_hint", "refresh_support"):
+        if hints and self.capability("workspace", "inlay_hint", "refresh_support"):
             self.protocol.send_request(lsp.WORKSPACE_INLAY_HINT_REFRESH, None)
 
 

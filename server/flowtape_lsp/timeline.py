@@ -1,6 +1,7 @@
 """The graph view's timeline: `flowtape/timeline`, every step's bar and each composite step's
-timed inner firings, read from the tape. A run's reader is kept between requests, so a live run's
-timeline asks only for what was written since (the file is read on from where it stopped)."""
+timed inner firings, read from the tape, each naming the firing it ran in (a nested composite's
+too, timed by what it contains). A run's reader is kept between requests, so a live run's timeline
+asks only for what was written since (the file is read on from where it stopped)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,40 @@ from . import protocol as P
 from .commands import READ_ERRORS, unreadable
 
 if TYPE_CHECKING:
-    from .runs import Run
+    from .run import Run
     from .server import FlowtapeServer
 
 CHUNK = 16 << 20  # bytes read at a time
 READERS = 8  # runs whose reader is kept
+
+
+class Scope:
+    """A composite step under way: its inner firings so far, and the latest firing of each actor in
+    it. The firings of one step run one after the other (on the thread that fired the step), so an
+    inner firing ran inside the latest firing of its owner: a nested composite's firing is written
+    when it starts and what it runs follows it."""
+
+    __slots__ = ("count", "firings", "latest")
+
+    def __init__(self) -> None:
+        self.count = 0  # inner firings seen
+        self.firings: list[Inner] = []
+        self.latest: dict[str, int] = {}  # actor -> the index of its latest firing
+
+
+class Inner:
+    """An inner firing as read: `at` None for a composite's own (timed at its step by what it holds)."""
+
+    __slots__ = ("actor", "at", "end", "index", "parent", "replayed", "timed")
+
+    def __init__(self, index: int, actor: str, at: int | None, end: int | None, replayed: bool, parent: int) -> None:
+        self.index = index
+        self.actor = actor
+        self.at = at
+        self.end = end
+        self.replayed = replayed
+        self.parent = parent  # the index of the inner firing it ran in; 0: the step's own
+        self.timed = at is not None  # its own record is timed (not a composite's)
 
 
 class TimelineReader:
@@ -43,8 +73,8 @@ class TimelineReader:
         self.ended = False
         self.names: dict[str, int] = {}
         self.actors: list[str] = []
-        self.open: dict[tuple[str, int], list[tuple[int, str, int, int, bool]]] = {}  # composite firing -> its inner ones
-        self.counts: dict[tuple[str, int], int] = {}  # composite firing -> inner firings seen
+        self.owners: dict[str, str] = {}  # actor -> the composite whose firings run it ("" at the top)
+        self.open: dict[tuple[str, int], Scope] = {}  # composite step under way -> its inner firings
 
     def read(self, first: int) -> tuple[list[P.TimelineStep], list[P.TimelineFiring]]:
         """The steps from `first` on written so far, and their timed inner firings."""
@@ -81,24 +111,57 @@ class TimelineReader:
                 self.filler.see(record)
                 if isinstance(record, Firing):
                     if record.within is not None:
-                        key = (record.within[0], record.within[1])
-                        index = self.counts.get(key, 0) + 1
-                        self.counts[key] = index
-                        if record.at is not None:
-                            self.open.setdefault(key, []).append((index, record.actor, record.at, record.dur or 0, record.replayed))
+                        self._inner(record, record.within[0], record.within[1])
                 elif isinstance(record, Step):
                     self.steps = record.step
-                    key = (record.actor, record.fireCount)
-                    self.counts.pop(key, None)
-                    within = self.open.pop(key, [])
+                    scope = self.open.pop((record.actor, record.fireCount), None)
                     if record.step >= first:
                         steps.append(P.TimelineStep(record.step, self._name(record.actor), record.at, record.dur, record.replayed, False))
-                        inner.extend(P.TimelineFiring(record.step, i, self._name(a), at, dur, r) for i, a, at, dur, r in within)
+                        if scope is not None:
+                            inner.extend(self._timed(record, scope))
                 elif isinstance(record, Header):
                     for a in record.actors:
                         self._name(a.path)
+                        # (a tape from before `owner`: a path still says a nested workflow's members)
+                        self.owners[a.path] = a.owner or a.path.rpartition("/")[0]
                 elif isinstance(record, End):
                     self.ended = True
+
+    def _inner(self, record: Firing, top: str, fire_count: int) -> None:
+        scope = self.open.get((top, fire_count))
+        if scope is None:
+            scope = self.open[(top, fire_count)] = Scope()
+        scope.count += 1
+        owner = self.owners.get(record.actor, "")
+        parent = 0 if owner == top else scope.latest.get(owner, 0)
+        scope.latest[record.actor] = scope.count
+        end = record.at + (record.dur or 0) if record.at is not None else None
+        scope.firings.append(Inner(scope.count, record.actor, record.at, end, record.replayed, parent))
+
+    def _timed(self, step: Step, scope: Scope) -> list[P.TimelineFiring]:
+        """A step's timed inner firings. A nested composite's own record is not timed: it began
+        when the firing before it ended (a step's firings run one after another) and lasted until
+        the last it holds, at any depth, ended (one that holds none, as a loop's last `out` firing,
+        is a mark between its neighbours). A tape from before inner firings were timed gives none."""
+        firings = scope.firings
+        if not any(f.timed for f in firings):
+            return []
+        by_index = {f.index: f for f in firings}
+        for f in reversed(firings):  # (a firing comes after the composite it ran in)
+            up = by_index.get(f.parent)
+            if up is not None and f.at is not None and f.end is not None:
+                up.at = f.at if up.at is None else min(up.at, f.at)
+                up.end = f.end if up.end is None else max(up.end, f.end)
+        out: list[P.TimelineFiring] = []
+        last = step.at  # when the step's firing before this one ended
+        for f in firings:
+            if not f.timed:
+                f.at = last if f.at is None else min(last, f.at)
+                f.end = f.at if f.end is None else max(f.end, f.at)
+            at, end = f.at or 0, f.end or 0
+            last = end if f.timed else at  # (what a composite holds follows it)
+            out.append(P.TimelineFiring(step.step, f.index, self._name(f.actor), at, end - at, f.replayed, f.parent))
+        return out
 
     def _name(self, actor: str) -> int:
         index = self.names.get(actor)
@@ -132,7 +195,7 @@ def register(server: FlowtapeServer) -> None:
     async def timeline(params: Any) -> Any:
         p = P.decode_params(params, P.TimelineParams)
         run = manager.get(p.runId)
-        if manager.starting(run):  # no tape yet
+        if run.starting():  # no tape yet
             return P.TimelineResult(runId=run.run_id, actors=[], steps=[], inner=[], total=0, complete=False).to_json()
         try:
             await manager.checked(run)

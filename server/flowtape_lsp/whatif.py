@@ -13,11 +13,13 @@ import msgspec
 from flowtape.debug import find_target
 from flowtape.diff import diff_runs
 from flowtape.errors import UsageError
-from flowtape.show import detail_of
+from flowtape.show import StepDetail, detail_of
+from pygls.exceptions import JsonRpcException
 
 from . import protocol as P
 from .commands import READ_ERRORS, _step_in_range, actor_on_line, unreadable
-from .runs import Run
+from .permits import NotTrusted
+from .run import Run
 from .workspace import client_path, flow_path
 
 if TYPE_CHECKING:
@@ -26,10 +28,10 @@ if TYPE_CHECKING:
 _fields = msgspec.json.Decoder(dict[str, Any])
 
 
-def editables(run: Run, step: int) -> P.EditablesResult:
-    """Every token waiting in a queue something takes from, every field of every actor's state,
-    and every agent's next answer, at the step."""
-    detail = detail_of(run.run_dir, step)
+def editables(run: Run, detail: StepDetail, initial: dict[str, dict[str, Any]]) -> P.EditablesResult:
+    """Every token waiting in a queue something takes from, every field of every actor's state
+    (of one that has none on the tape by then, as it has not fired: the fields it starts with,
+    `initial`), and every agent's next answer, at the step."""
     found: list[P.Editable] = []
     for q in detail.queues:
         if "->" not in q.queue:
@@ -38,13 +40,33 @@ def editables(run: Run, step: int) -> P.EditablesResult:
         found += [P.Editable(where=f"{q.queue}[{i}]", kind="token", actor=consumer, queue=q.queue, value=msgspec.json.decode(t))
                   for i, t in enumerate(q.tokens)]
     for s in detail.states:
-        if s.state is not None:
-            found += [P.Editable(where=f"{s.actor}.{name}", kind="field", actor=s.actor, value=value)
-                      for name, value in _fields.decode(bytes(s.state)).items()]
+        fields = _fields.decode(bytes(s.state)) if s.state is not None else initial.get(s.actor, {})
+        found += [P.Editable(where=f"{s.actor}.{name}", kind="field", actor=s.actor, value=value)
+                  for name, value in fields.items()]
     header = run.index.header
     agents = [a.path for a in header.actors if a.kind == "agent"] if header is not None else []
     found += [P.Editable(where=f"{path}.answer", kind="answer", actor=path) for path in agents]
-    return P.EditablesResult(runId=run.run_id, step=step, editables=found)
+    return P.EditablesResult(runId=run.run_id, step=detail.step, editables=found)
+
+
+async def initial_states(server: FlowtapeServer, run: Run) -> dict[str, dict[str, Any]]:
+    """The state each actor of the run's flow starts from, by path, as the flow file (and what it
+    imports) declares it now: what a fork at a step edits of an actor that has not fired by then.
+    Asked of a checking process (the flow is imported there, never here); {} when the flow cannot
+    tell (gone, broken, or a folder not trusted to import it), as a fork could not run it either."""
+    header = run.index.header
+    try:
+        flow = flow_path(run.uri, server.root) if run.uri and header is not None else None
+    except JsonRpcException:
+        return {}
+    if flow is None or header is None:
+        return {}
+    try:
+        report = await server.diagnostics.run_checker(flow, "--states", header.workflow)
+    except NotTrusted:
+        return {}
+    states = report.get("states") if report is not None and not report.get("errors") else None
+    return states if isinstance(states, dict) else {}
 
 
 def register(server: FlowtapeServer) -> None:
@@ -90,9 +112,11 @@ def register(server: FlowtapeServer) -> None:
         await manager.ready(run)
         _step_in_range(run, p.step, 1)
         try:
-            return (await asyncio.to_thread(editables, run, p.step)).to_json()
+            detail = await asyncio.to_thread(detail_of, run.run_dir, p.step)
         except READ_ERRORS as exc:
             raise unreadable(run, exc) from None
+        unfired = any(s.state is None for s in detail.states)
+        return editables(run, detail, await initial_states(server, run) if unfired else {}).to_json()
 
     @server.feature(P.FIRING_AT)
     async def firing_at(params: Any) -> Any:

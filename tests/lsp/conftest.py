@@ -307,7 +307,7 @@ def workspace(tmp_path: Path) -> Path:
 
 # What the VS Code extension says it implements (editor-client/src/extension.ts): its runs view, and
 # asking for the step of a "⟲ Resume at step…" lens. A client saying nothing is a plain client.
-VSCODE_OPTIONS = {"clientCommands": ["flowtape.view.refresh"], "asksForStep": True}
+VSCODE_OPTIONS = {"clientCommands": ["flowtape.view.refresh"], "asksForStep": True, "stepHints": True}
 
 
 async def start_session(client: LanguageClient, workspace: Path, preset: str, options: Any = None) -> None:

@@ -178,17 +178,32 @@ async def test_timeline_draws_inner_firings_inside_their_composite(client: Langu
     steps = {s[0]: s for s in t["steps"]}
     assert [names[s[1]] for s in t["steps"]].count("lp") == len(t["steps"])  # each loop item is a step
     assert t["inner"], "the loop's inner firings are timed"
-    for step, _index, actor, at, dur, replayed in t["inner"]:
+    for step, _index, actor, at, dur, replayed, _parent in t["inner"]:
         _, _, s_at, s_dur, _, _ = steps[step]
         assert s_at <= at and at + dur <= s_at + s_dur, (names[actor], at, dur, s_at, s_dur)  # inside the composite's bar
         assert replayed is False
-    # an inner firing's index is its place among the step's inner firings, as stepDetail lists them
-    first = await request(client, "flowtape/stepDetail", {"runId": run["runId"], "step": 1})
-    listed = [f["actor"] for f in first["firings"] if (f["actor"], f["fireCount"]) != ("lp", 1)]
-    for step, index, actor, *_ in t["inner"]:
-        if step == 1:
-            assert listed[index - 1] == names[actor]
-    assert {names[f[2]] for f in t["inner"]} >= {"check", "big/k", "small"}  # composites' own records are not timed
+    # an inner firing's index is its place among the step's inner firings, as stepDetail lists them:
+    # every one of them, the nested composites' own (the if, the nested workflow) too
+    for n in steps:
+        detail = await request(client, "flowtape/stepDetail", {"runId": run["runId"], "step": n})
+        listed = [f["actor"] for f in detail["firings"] if (f["actor"], f["fireCount"]) != ("lp", n)]
+        assert [names[f[2]] for f in t["inner"] if f[0] == n] == listed
+    # the loop holds an if holding a nested workflow: each inner firing names the firing it ran in,
+    # and lies within that one's bar, as deep as the flow nests
+    owner = {"check": "lp", "c": "lp", "small": "c", "big": "c", "big/k": "big"}
+    by_ref = {(f[0], f[1]): f for f in t["inner"]}
+    depth = {}
+    for step, index, actor, at, dur, _, parent in t["inner"]:
+        if parent == 0:
+            assert owner[names[actor]] == "lp"
+            depth[(step, index)] = 1
+            continue
+        up = by_ref[(step, parent)]
+        assert parent < index and names[up[2]] == owner[names[actor]], (names[actor], names[up[2]])
+        assert up[3] <= at and at + dur <= up[3] + up[4], (names[actor], names[up[2]])
+        depth[(step, index)] = depth[(step, parent)] + 1
+    assert max(depth.values()) == 3  # lp > c > big > big/k
+    assert {names[f[2]] for f in t["inner"]} == {"check", "c", "big", "big/k", "small"}
     later = await request(client, "flowtape/timeline", {"runId": run["runId"], "from": 2})
     assert [s[0] for s in later["steps"]] == [s[0] for s in t["steps"]][1:]
     assert all(f[0] >= 2 for f in later["inner"])

@@ -273,7 +273,9 @@ async def untrusted(lsp_client: LanguageClient, workspace: Path):  # type: ignor
 async def test_an_untrusted_folder_runs_and_imports_nothing(untrusted: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "flow.py", EVIL.format(marker="ran.txt").replace("def main", "@workflow\ndef main")
                       .replace("import pathlib", "import pathlib\nfrom flowtape import workflow"))
-    real = cli_run(workspace, write_flow(workspace, "count.py", count_flow(3)))
+    marked = "import pathlib\npathlib.Path(__file__).with_name('count-ran.txt').write_text('imported')\n"
+    real = cli_run(workspace, write_flow(workspace, "count.py", marked + count_flow(3)))
+    (workspace / "count-ran.txt").unlink()  # (the terminal's run imported it)
     untrusted.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(
         uri=uri_of(flow), language_id="python", version=1, text=flow.read_text())))
     for name, params in (("flowtape.run", {"uri": uri_of(flow)}), ("flowtape.resumeAtStep", {"runId": real.name}),
@@ -284,8 +286,12 @@ async def test_an_untrusted_folder_runs_and_imports_nothing(untrusted: LanguageC
     assert [lens.command.title for lens in lenses] == ["🔒 Run: this folder is not trusted, so Flowtape runs nothing"]
     page = await request(untrusted, "flowtape/getSteps", {"runId": real.name, "from": 1, "limit": 10})
     assert len(page["steps"]) == 6  # its tapes are still read
+    # what a fork may edit is what the tape holds: the defaults of an actor not fired yet would need the flow imported
+    found = await request(untrusted, "flowtape/editables", {"runId": real.name, "step": 1})
+    wheres = [e["where"] for e in found["editables"]]
+    assert "count.i" in wheres and "double.total" not in wheres
     await asyncio.sleep(2.0)
-    assert not (workspace / "ran.txt").exists()
+    assert not (workspace / "ran.txt").exists() and not (workspace / "count-ran.txt").exists()
 
 
 SPAWNER = '''\

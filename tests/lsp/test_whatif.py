@@ -52,6 +52,34 @@ async def test_fork_diff_and_editables(client: LanguageClient, workspace: Path) 
     assert narrowed["same"] is True and narrowed["actor"] == "count"
 
 
+async def test_editables_list_the_fields_of_an_actor_that_has_not_fired_and_a_fork_edits_one(
+    client: LanguageClient, workspace: Path,
+) -> None:
+    flow = write_flow(workspace, "count.py", count_flow(4))
+    run_id = (await _run(client, flow))["runId"]
+    # at step 1 only count has fired: double has no state on the tape, and starts from its defaults
+    found = await request(client, "flowtape/editables", {"runId": run_id, "step": 1})
+    fields = {e["where"]: e for e in found["editables"] if e["kind"] == "field"}
+    assert fields["count.i"]["value"] == 1
+    assert fields["double.total"] == {"where": "double.total", "kind": "field", "actor": "double", "value": 0}
+    col = collector(client)
+    forked = await command(client, "flowtape.fork", {"runId": run_id, "step": 1, "edits": {"double.total": 100}})
+    done = await col.finished(forked["runId"])
+    assert done["status"] == "succeeded" and done["outputs"] == {"Result": [2, 4, 6, 8]}
+    verify(Path(forked["runDir"]) / "tape.jsonl")
+    last = await request(client, "flowtape/editables", {"runId": forked["runId"], "step": done["steps"]})
+    assert {e["where"]: e.get("value") for e in last["editables"]}["double.total"] == 100 + 1 + 2 + 3 + 4
+    # the defaults are the flow's as it is now (what a fork of it starts from), not as it was
+    flow.write_text(count_flow(4).replace("total: int = 0", "total: int = 7"))
+    found = await request(client, "flowtape/editables", {"runId": run_id, "step": 1})
+    assert {e["where"]: e.get("value") for e in found["editables"]}["double.total"] == 7
+    # a flow that does not load now tells no defaults: what the tape holds is still listed
+    flow.write_text("raise SystemExit('broken on purpose')\n")
+    found = await request(client, "flowtape/editables", {"runId": run_id, "step": 1})
+    wheres = [e["where"] for e in found["editables"]]
+    assert "count.i" in wheres and "count.Out->double.In[0]" in wheres and "double.total" not in wheres
+
+
 async def test_a_misfit_fork_fails_saying_why_and_bad_params_are_refused(client: LanguageClient, workspace: Path) -> None:
     flow = write_flow(workspace, "count.py", count_flow(4))
     run_id = (await _run(client, flow))["runId"]

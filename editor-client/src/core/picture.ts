@@ -248,9 +248,9 @@ export interface FiringRef {
 }
 
 /** What to select for a click on an actor: its latest firing at or before step `at` — a step of its
- *  own, or an inner firing of a composite step; for an inner actor whose firings the tape does not
- *  time (a nested composite, any on an older tape), the latest step of the top-level composite it
- *  runs in. */
+ *  own, or an inner firing of a composite step (a nested composite's own too); for an inner actor
+ *  the timeline has no firing of (a tape from before inner firings were timed, or a server from
+ *  before nested composites were given), the latest step of the top-level composite it runs in. */
 export function latestFiring(graph: FlowGraph, data: TimelineData, actor: string, at: number): FiringRef | undefined {
   const me = data.actors.indexOf(actor);
   let found: FiringRef | undefined;
@@ -286,6 +286,9 @@ export function divergedSteps(data: TimelineData): Map<number, string> {
 export interface Bar {
   step: number;
   inner: number; // 0: the step's own firing; else its place among the step's inner firings
+  parent: number; // an inner firing's: the inner firing it ran in (a nested composite's; 0: the step's)
+  depth: number; // 0: a step; 1: a firing inside it; 2: inside a composite inside it; …
+  composite: boolean; // firings ran inside it (drawn under it)
   actor: string;
   row: number;
   start: number; // ms since the run started
@@ -294,12 +297,13 @@ export interface Bar {
   diverged: boolean;
 }
 
-/** A row of the timeline: a lane (a worker, or a top-level actor) or, under it, a row of the inner
- *  firings of the composite steps in that lane. */
+/** A row of the timeline: a lane (a worker, or a top-level actor) or, under it, a row of the firings
+ *  that ran inside the bars of the row above it (a lane's composite steps, or nested composites). */
 export interface Row {
   label: string;
   lane: number;
   inner: boolean;
+  depth: number; // 0: a lane; 1: firings inside its steps; 2: inside the composites of depth 1; …
 }
 
 export type LaneMode = "worker" | "actor";
@@ -315,14 +319,28 @@ function fit(free: number[], start: number, end: number): number {
   return i;
 }
 
+/** Rows of inner firings under one parent (a lane, or a group of the level above): per worker one
+ *  group a level, its firings packed; per actor one group (one row) an inner actor. */
+interface Group {
+  label: string;
+  depth: number;
+  children: Map<string, Group>; // in the order first seen
+  free: number[]; // each of its rows' end
+  first: number; // its first row
+}
+
+const group = (label: string, depth: number): Group => ({ label, depth, children: new Map(), free: [], first: 0 });
+
 /** One lane per worker (firings that overlap in time ran on different workers: each goes to the
- *  first lane free at its start), or one per actor; under a lane, its composite steps' inner firings
- *  (per worker: packed in as few rows as do not overlap; per actor: a row per inner actor). Each
- *  row's bars are sorted by start and do not overlap. */
+ *  first lane free at its start), or one per actor; under a lane, the firings its composite steps
+ *  ran, and under those the firings their nested composites ran, as deep as the flow nests (per
+ *  worker: each level packed in as few rows as do not overlap; per actor: a row per inner actor,
+ *  under its composite's). Each row's bars are sorted by start and do not overlap. */
 export function timelineBars(data: TimelineData, mode: LaneMode): { bars: Bar[]; rows: Row[] } {
   const name = (i: number): string => data.actors[i] ?? `#${i}`;
   const top: Bar[] = data.steps.map((s) => ({
-    step: s[0], inner: 0, actor: name(s[1]), row: 0, start: s[2] / 1000, end: (s[2] + s[3]) / 1000, replayed: s[4], diverged: s[5],
+    step: s[0], inner: 0, parent: 0, depth: 0, composite: false, actor: name(s[1]), row: 0,
+    start: s[2] / 1000, end: (s[2] + s[3]) / 1000, replayed: s[4], diverged: s[5],
   }));
   top.sort((a, b) => a.start - b.start || a.step - b.step);
   const laneNames: string[] = [];
@@ -347,44 +365,59 @@ export function timelineBars(data: TimelineData, mode: LaneMode): { bars: Bar[];
       laneOfStep.set(b.step, b.row);
     }
   }
-  // inner firings, in the lane of their step: sub-rows numbered within the lane, made rows below
+  // inner firings, each in the group of rows under the firing it ran in (the server gives a step's
+  // inner firings together, a composite's before what it ran)
+  const lanes = laneNames.map(() => group("", 0));
   const inner: Bar[] = [];
+  const groupOf = new Map<Bar, Group>();
+  let ofStep = new Map<number, Bar>(); // the current step's inner firings by index
+  let current = -1;
   for (const f of data.inner) {
     const lane = laneOfStep.get(f[0]);
     if (lane === undefined) continue;
-    inner.push({ step: f[0], inner: f[1], actor: name(f[2]), row: lane, start: f[3] / 1000, end: (f[3] + f[4]) / 1000, replayed: f[5], diverged: false });
+    if (f[0] !== current) {
+      current = f[0];
+      ofStep = new Map();
+    }
+    const up = f[6] ? ofStep.get(f[6]) : undefined;
+    const b: Bar = {
+      step: f[0], inner: f[1], parent: up ? up.inner : 0, depth: up ? up.depth + 1 : 1, composite: false, actor: name(f[2]),
+      row: lane, start: f[3] / 1000, end: (f[3] + f[4]) / 1000, replayed: f[5], diverged: false,
+    };
+    if (up) up.composite = true;
+    ofStep.set(b.inner, b);
+    const above = up ? groupOf.get(up) ?? lanes[lane] : lanes[lane];
+    const key = mode === "actor" ? b.actor : "";
+    let g = above.children.get(key);
+    if (!g) {
+      g = group(mode === "actor" ? `↳ ${shortName(b.actor)}` : "↳ inside", b.depth);
+      above.children.set(key, g);
+    }
+    groupOf.set(b, g);
+    inner.push(b);
   }
   inner.sort((a, b) => a.start - b.start || a.step - b.step || a.inner - b.inner);
-  const subRows: string[][] = laneNames.map(() => []); // each lane's sub-rows' labels
   const sub = new Map<Bar, number>();
-  if (mode === "actor") {
-    const rowOf = laneNames.map(() => new Map<string, number>());
-    for (const b of inner) {
-      let i = rowOf[b.row].get(b.actor);
-      if (i === undefined) {
-        i = subRows[b.row].length;
-        rowOf[b.row].set(b.actor, i);
-        subRows[b.row].push(`↳ ${shortName(b.actor)}`);
-      }
-      sub.set(b, i);
-    }
-  } else {
-    const free: number[][] = laneNames.map(() => []);
-    for (const b of inner) {
-      const i = fit(free[b.row], b.start, b.end);
-      if (i === subRows[b.row].length) subRows[b.row].push("↳ inside");
-      sub.set(b, i);
-    }
+  for (const b of inner) {
+    const g = groupOf.get(b) as Group;
+    sub.set(b, mode === "actor" ? 0 : fit(g.free, b.start, b.end)); // (per actor: one row a group)
   }
   const rows: Row[] = [];
+  const lay = (g: Group, lane: number): void => {
+    for (const c of g.children.values()) {
+      c.first = rows.length;
+      for (let i = 0; i < Math.max(1, c.free.length); i++) rows.push({ label: c.label, lane, inner: true, depth: c.depth });
+      lay(c, lane);
+    }
+  };
   const first: number[] = []; // each lane's row
   laneNames.forEach((label, lane) => {
     first.push(rows.length);
-    rows.push({ label, lane, inner: false });
-    for (const s of subRows[lane]) rows.push({ label: s, lane, inner: true });
+    rows.push({ label, lane, inner: false, depth: 0 });
+    lay(lanes[lane], lane);
   });
   for (const b of top) b.row = first[b.row];
-  for (const b of inner) b.row = first[b.row] + 1 + (sub.get(b) ?? 0);
+  for (const b of inner) b.row = (groupOf.get(b) as Group).first + (sub.get(b) ?? 0);
   return { bars: [...top, ...inner], rows };
 }
 
@@ -398,6 +431,7 @@ export interface DrawnBar {
   actor: string;
   replayed: boolean; // every merged firing was replayed
   diverged: boolean;
+  composite: boolean; // every merged firing ran others inside it
 }
 
 /** The bars in [t0, t1] as drawn at `msPerPx`: firings closer than a pixel merge, so a row draws
@@ -422,9 +456,13 @@ export function visibleBars(byRow: readonly Bar[][], t0: number, t1: number, msP
         cur.count += 1;
         cur.replayed &&= b.replayed;
         cur.diverged ||= b.diverged;
+        cur.composite &&= b.composite;
         continue;
       }
-      cur = { row: b.row, start: b.start, end: b.end, count: 1, step: b.step, inner: b.inner, actor: b.actor, replayed: b.replayed, diverged: b.diverged };
+      cur = {
+        row: b.row, start: b.start, end: b.end, count: 1, step: b.step, inner: b.inner, actor: b.actor,
+        replayed: b.replayed, diverged: b.diverged, composite: b.composite,
+      };
       out.push(cur);
     }
   }
@@ -437,7 +475,14 @@ export function byRow(bars: readonly Bar[], rows: number): Bar[][] {
   return out;
 }
 
-/** The bars of a firing (the step's own, and with `inner` its inner firing), to highlight. */
+/** The bars of a firing: the step's own, and with `inner` that inner firing's and those of the
+ *  nested composites it ran in (to highlight). */
 export function barsOf(bars: readonly Bar[], at: FiringRef): Bar[] {
-  return bars.filter((b) => b.step === at.step && (b.inner === 0 || b.inner === at.inner));
+  const ofStep = bars.filter((b) => b.step === at.step);
+  const byIndex = new Map(ofStep.map((b) => [b.inner, b]));
+  const out: Bar[] = [];
+  for (let b = byIndex.get(at.inner); b && b.inner; b = byIndex.get(b.parent)) out.push(b);
+  const own = byIndex.get(0);
+  if (own) out.push(own);
+  return out;
 }

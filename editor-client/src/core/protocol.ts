@@ -228,6 +228,22 @@ export interface FindStepsResult {
   total: number;
 }
 
+export interface StepHintsParams {
+  runId: string;
+  uri: string;
+  steps: number[];
+}
+
+/** The inlay hints of a file at steps of a run (`H`: LSP InlayHint as JSON), placed in the text
+ *  version the server had (`null`: the file as saved); `shows` false: the run shows nothing there. */
+export interface StepHintsResult<H = unknown> {
+  runId: string;
+  uri: string;
+  version: number | null;
+  shows: boolean;
+  steps: { step: number; hints: H[] }[];
+}
+
 export interface RunStartResult {
   runId: string;
   runDir: string;
@@ -241,6 +257,7 @@ export const Methods = {
   getSteps: "flowtape/getSteps",
   stepDetail: "flowtape/stepDetail",
   selectStep: "flowtape/selectStep",
+  stepHints: "flowtape/stepHints",
   runOutputs: "flowtape/runOutputs",
   workflowInputs: "flowtape/workflowInputs",
   findSteps: "flowtape/findSteps",
@@ -371,8 +388,9 @@ export interface QueueTokensResult {
 
 /** A step's bar: [step, actor (an index into `actors`), at (µs since the run started), dur (µs), replayed, diverged]. */
 export type TimelineStep = [number, number, number, number, boolean, boolean];
-/** A composite step's timed inner firing: [step, index (1-based among the step's inner firings), actor, at, dur, replayed]. */
-export type TimelineFiring = [number, number, number, number, number, boolean];
+/** A composite step's timed inner firing: [step, index (1-based among the step's inner firings), actor, at, dur, replayed,
+ *  parent (the index of the nested composite firing it ran in; 0 or absent: the step's own)]. */
+export type TimelineFiring = [number, number, number, number, number, boolean, number?];
 
 export interface TimelineResult {
   runId: string;

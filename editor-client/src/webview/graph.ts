@@ -313,7 +313,7 @@ function drawTimeline(): void {
   const x = (ms: number): number => LEFT + (ms - span.t0) / msPerPx;
   rows.forEach((r, i) => {
     const name = r.label.length > 18 ? r.label.slice(0, 17) + "…" : r.label;
-    el("text", { x: r.inner ? 12 : 4, y: rowY[i] + rowHeight(i) - 6, class: r.inner ? "lane sub" : "lane" }, t).textContent = name;
+    el("text", { x: 4 + 8 * r.depth, y: rowY[i] + rowHeight(i) - 6, class: r.inner ? "lane sub" : "lane" }, t).textContent = name;
     if (!rows[i + 1]?.inner) el("line", { x1: LEFT, x2: LEFT + width, y1: rowY[i] + rowHeight(i) - 1, y2: rowY[i] + rowHeight(i) - 1, class: "lane-line" }, t);
   });
   for (let i = 0; i <= 4; i++) {
@@ -325,13 +325,13 @@ function drawTimeline(): void {
     const h = rowHeight(b.row);
     const rect = el("rect", {
       x: x(b.start), y: rowY[b.row] + (rows[b.row]?.inner ? 2 : 3), width: Math.max(1, (b.end - b.start) / msPerPx), height: h - (rows[b.row]?.inner ? 4 : 7),
-      class: `bar${rows[b.row]?.inner ? " inner" : ""}${b.replayed ? " replayed" : ""}${b.diverged ? " diverged" : ""}${b.count > 1 ? " merged" : ""}${extra}`,
+      class: `bar${rows[b.row]?.inner ? " inner" : ""}${b.composite ? " composite" : ""}${b.replayed ? " replayed" : ""}${b.diverged ? " diverged" : ""}${b.count > 1 ? " merged" : ""}${extra}`,
       "data-step": b.step, "data-inner": b.inner,
     }, t);
     const what = b.inner ? `step ${b.step} · inner firing ${b.inner}` : `step ${b.step}`;
     el("title", {}, rect).textContent = b.count > 1
       ? `${b.count} firings from ${what} (zoom in to see each)`
-      : `${what} · ${b.actor} · ${formatMs(b.end - b.start)}${b.replayed ? " · replayed" : ""}`;
+      : `${what} · ${b.actor} · ${formatMs(b.end - b.start)}${b.composite ? " · what it ran is in the rows under it" : ""}${b.replayed ? " · replayed" : ""}`;
     rect.addEventListener("click", () => post({ type: "step", step: b.step, inner: b.inner }));
     return rect;
   };

@@ -1,8 +1,10 @@
 // The graph view in the real VS Code: opened on the stepper's run, it highlights the step's actor
 // and shows each queue's size as the tape has it (checked against `flowtape show --step N --json`)
 // at two steps; a click on an actor reveals its line; the timeline draws the run's firings, the
-// loop's inner ones within its steps, and a click on an inner one puts the stepper on it.
+// loop's inner ones within its steps, and a click on an inner one puts the stepper on it; a run
+// of nested composites draws each level's bar, what it ran in rows under it, and a click selects it.
 import { spawnSync } from "node:child_process";
+import { join } from "node:path";
 
 /** The graph page inside VS Code's webview iframes (an outer host frame, the page's own inside). */
 function pageFrame(page) {
@@ -34,7 +36,7 @@ async function waitCursorLine(page, line, timeout = 15000) {
   await page.locator(`.monaco-editor .margin .active-line-number:text-is("${line}")`).first().waitFor({ timeout });
 }
 
-export async function graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python, ws, flowFile, lineOf }) {
+export async function graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python, ws, flowFile, lineOf, openFile, clickRunLens }) {
   let frame;
   let runId;
   const at = async (step) => {
@@ -140,6 +142,37 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     await waitStatus(new RegExp(`step ${step}/\\d+ · words › review · fire \\d+ \\(${inner}/\\d+\\)`), 15000);
     await frame.locator(`#tsvg rect.bar.inner.current[data-step="${step}"][data-inner="${inner}"]`).waitFor({ timeout: 10000 });
     await screenshot("graph-timeline");
+    await frame.locator('button[data-tab="graph"]').click();
+  }, { critical: false });
+
+  await stage("the timeline gives a composite nested in a composite its own bar, what it ran in rows under it; a click selects it", async () => {
+    await runCommand("View: Close All Editors"); // (the graph view too: flow.py's lens is then not the first)
+    await openFile("nested.py", "@workflow");
+    await clickRunLens(join(ws, "nested.py"));
+    await waitStatus(/step [–\d]+\/4\b/, 45000); // the stepper on the new run
+    await runCommand("Flowtape: Show Graph");
+    frame = pageFrame(page);
+    await frame.locator('g.actor[data-path="big/k"]').waitFor({ timeout: 30000 });
+    await frame.locator('button[data-tab="timeline"]').click();
+    await frame.locator("#tinfo", { hasText: /^4 steps/ }).waitFor({ timeout: 30000 }); // the run done: all of it drawn
+    const drawn = await frame.locator("#tsvg").evaluate((svg) => [...svg.querySelectorAll("rect.bar.inner:not(.current):not(.current-step)")].map((r) => ({
+      step: r.getAttribute("data-step"), inner: r.getAttribute("data-inner"), x: Number(r.getAttribute("x")), w: Number(r.getAttribute("width")),
+      y: Number(r.getAttribute("y")), composite: r.classList.contains("composite"), actor: (r.querySelector("title")?.textContent ?? "").split(" · ")[2],
+    })));
+    const within = (a, b) => a && b && a.step === b.step && a.y > b.y && a.x >= b.x - 1 && a.x + a.w <= b.x + b.w + 1;
+    const levels = drawn.filter((b) => b.actor === "big/k").map((k) => {
+      const big = drawn.find((b) => b.actor === "big" && b.step === k.step);
+      const c = drawn.find((b) => b.actor === "c" && b.step === k.step);
+      return { k, big, c, ok: !!big?.composite && !!c?.composite && within(k, big) && within(big, c) };
+    });
+    log(`  nested timeline: ${drawn.length} inner bars, ${levels.filter((l) => l.ok).length} of ${levels.length} nested-workflow members under their workflow's bar under the if's; ${await frame.locator("#tinfo").innerText()}`);
+    check(levels.length === 2 && levels.every((l) => l.ok), `each level's bar, under the one it ran in: ${JSON.stringify(levels)}`);
+    const { step, inner } = levels[0].big;
+    await frame.locator(`#tsvg rect.bar.inner[data-step="${step}"][data-inner="${inner}"]`).first().dispatchEvent("click");
+    await waitStatus(new RegExp(`step ${step}/\\d+ · lp › big · fire \\d+ \\(${inner}/\\d+\\)`), 15000);
+    await frame.locator(`#tsvg rect.bar.inner.current[data-step="${step}"][data-inner="${inner}"]`).waitFor({ timeout: 10000 });
+    await frame.locator(`#tsvg rect.bar.inner.current-step[data-step="${step}"][data-inner="${levels[0].c.inner}"]`).waitFor({ timeout: 10000 }); // the if it ran in
+    await screenshot("graph-timeline-nested");
     await frame.locator('button[data-tab="graph"]').click();
   }, { critical: false });
 }

@@ -152,7 +152,7 @@ function setup() {
     if (existsSync(join(CLIENT, f))) cpSync(join(CLIENT, f), join(dest, f), { recursive: true });
   }
   mkdirSync(ws, { recursive: true });
-  for (const f of ["flow.py", "failing.py", "scaled.py", "big.py", "never.py"]) cpSync(join(HERE, "fixture", f), join(ws, f));
+  for (const f of ["flow.py", "failing.py", "scaled.py", "big.py", "never.py", "nested.py"]) cpSync(join(HERE, "fixture", f), join(ws, f));
   cpSync(join(HERE, "fixture/words.txt"), join(ws, "words.txt"));
   cpSync(join(HERE, "fixture/whatif.py"), join(ws, "whatif.py"));
   cpSync(join(HERE, "fixture/agent.py"), join(ws, "agent.py"));
@@ -721,7 +721,7 @@ async function main() {
     await screenshot("step-detail");
   }, { critical: false });
 
-  await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf });
+  await graphStages({ page, stage, check, screenshot, runCommand, focusEditor, waitStatus, log, python: PYTHON, ws: dirs.ws, flowFile, lineOf, openFile, clickRunLens });
 
   await stage("a run that calls a model shows its usage, and its resume what it saved", async () => {
     await runCommand("View: Close All Editors");  // (the panels and flow.py before: agent.py's lens is then the only one)
@@ -879,12 +879,17 @@ async function main() {
       await page.waitForFunction((n) => [...document.querySelectorAll(".part.sidebar .monaco-list-row.selected")].some((r) => new RegExp(`^\\s*${n} · `).test(r.textContent ?? "")), to, { polling: 5, timeout: 15000 });
       const tTree = Date.now() - t;
       let tHints = -1;
+      let after = before;
       while (Date.now() - t < 15000) {
-        if ((await hintText()) !== before) {
+        after = await hintText();
+        if (after !== before) {
           tHints = Date.now() - t;
           break;
         }
       }
+      // one "now": each step is one firing of count or double, so the hints' fire counts add up to it
+      const fired = [...after.matchAll(/×(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+      check(tHints < 0 || fired === to, `the hints should show step ${to} (fire counts adding up to it): ${JSON.stringify(after)}`);
       log(`  MEASURED one step key (Alt+], step ${to - 1} → ${to}) on a 15,000-step run${label}: status bar ${tStatus} ms, tree selection ${tTree} ms, hints ${tHints < 0 ? "did not change within 15 s" : `${tHints} ms`}`);
     };
     if (await detailTab.count()) {
@@ -893,8 +898,8 @@ async function main() {
       await detailTab.locator(".codicon-close, .action-label").last().click().catch(() => undefined);
       await focusEditor();
     }
-    // (VS Code waits before it asks for hints again as long as its last 6 asks took on average:
-    // those asked while the run streamed weigh on the first keys after it)
+    // (six keys: told that hints changed, VS Code would wait as long as its last six asks took,
+    // those made while the run streamed among them; the extension has it ask at once, stepHints.ts)
     for (let i = 0; i < 6; i++) await measure("");
     // a step far outside the latest 1,000: its page is loaded, its row selected inside its group
     await page.keyboard.press("Alt+G");

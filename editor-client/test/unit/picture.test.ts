@@ -147,12 +147,12 @@ test("divergences up to the step, the failure at the last step, the replayed reg
 });
 
 /** A timeline as the server gives it: times in ms here (µs on the wire). */
-function timeline(actors: string[], steps: [number, string, number, number, boolean?][], inner: [number, number, string, number, number][] = []): TimelineData {
+function timeline(actors: string[], steps: [number, string, number, number, boolean?][], inner: [number, number, string, number, number, number?][] = []): TimelineData {
   const us = (ms: number): number => Math.round(ms * 1000);
   return {
     actors, total: steps.length, complete: true,
     steps: steps.map(([n, a, at, dur, replayed]): TimelineStep => [n, actors.indexOf(a), us(at), us(dur), !!replayed, false]),
-    inner: inner.map(([n, i, a, at, dur]): TimelineFiring => [n, i, actors.indexOf(a), us(at), us(dur), false]),
+    inner: inner.map(([n, i, a, at, dur, parent]): TimelineFiring => [n, i, actors.indexOf(a), us(at), us(dur), false, parent ?? 0]),
   };
 }
 
@@ -165,7 +165,7 @@ test("clicking an actor selects its latest firing at or before the step: an inne
   assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "review", 4), { step: 2, inner: 3 }, "step 4 ran review's loop, not review");
   assert.equal(latestFiring(IF_ELSE, LOOP_RUN, "review", 1), undefined, "review had not fired by step 1");
   assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "check", 4), { step: 4, inner: 1 });
-  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "c", 2), { step: 2, inner: 0 }, "an if's own firing is not timed: its loop's step");
+  assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "c", 2), { step: 2, inner: 0 }, "an answer without the if's own firing (an older server's): its loop's step");
   assert.deepEqual(latestFiring(IF_ELSE, LOOP_RUN, "lp", 1), { step: 1, inner: 0 });
   assert.equal(latestFiring(IF_ELSE, LOOP_RUN, "nobody", 4), undefined);
   assert.equal(latestFiring(IF_ELSE, emptyTimeline(), "review", 4), undefined);
@@ -192,6 +192,58 @@ test("inner firings are drawn inside their composite's lane: rows under it, with
   assert.deepEqual(byActor.rows.map((r) => r.label), ["lp", "↳ check", "↳ approve", "↳ review", "other"]);
   const review = byActor.bars.find((b) => b.actor === "review");
   assert.equal(byActor.rows[review?.row ?? -1].label, "↳ review");
+});
+
+const IF_ELSE_BIG: FlowGraph = {
+  workflow: "main", flowFile: "/ws/scopes.py", outputs: ["Big", "Small"], edges: [],
+  actors: [
+    { path: "lp", kind: "loop", cls: "loop", file: "/ws/scopes.py", line: 35 },
+    { path: "check", kind: "task", cls: "Check", file: "/ws/scopes.py", line: 37, owner: "lp" },
+    { path: "c", kind: "if", cls: "if", file: "/ws/scopes.py", line: 39, owner: "lp" },
+    { path: "big", kind: "workflow", cls: "inner", file: "/ws/scopes.py", line: 42, owner: "c", branch: "then" },
+    { path: "small", kind: "task", cls: "Keep", file: "/ws/scopes.py", line: 46, owner: "c", branch: "else" },
+    { path: "big/k", kind: "task", cls: "Keep", file: "/ws/scopes.py", line: 28, owner: "big" },
+  ],
+};
+
+// a loop holding an if holding a nested workflow (tests/lsp/test_graph.py's flow), as the server
+// answers: each inner firing names the one it ran in, a nested composite spans what it holds
+const NESTED_RUN = timeline(["lp", "check", "c", "big", "big/k", "small"],
+  [[1, "lp", 0, 10], [2, "lp", 10, 10], [3, "lp", 20, 1]],
+  [[1, 1, "check", 1, 2, 0], [1, 2, "c", 3, 3, 0], [1, 3, "small", 4, 1, 2],
+    [2, 1, "check", 11, 2, 0], [2, 2, "c", 13, 5, 0], [2, 3, "big", 13, 5, 2], [2, 4, "big/k", 15, 2, 3]]);
+
+test("a composite inside a composite has its own bar, what it ran in rows under it, as deep as the flow nests", () => {
+  for (const mode of ["worker", "actor"] as const) {
+    const { bars, rows } = timelineBars(NESTED_RUN, mode);
+    const of = (step: number, inner: number) => bars.find((b) => b.step === step && b.inner === inner);
+    for (const b of bars) {
+      assert.equal(rows[b.row].depth, b.depth, `${mode}: ${b.actor}'s row is at its depth`);
+      if (!b.depth) continue;
+      const up = of(b.step, b.parent);
+      assert.ok(up && up.row < b.row && rows[up.row].lane === rows[b.row].lane, `${mode}: ${b.actor} under ${up?.actor}`);
+      assert.ok(up.start <= b.start && b.end <= up.end, `${mode}: ${b.actor} within ${up.actor}'s bar`);
+      assert.equal(up.composite || up.depth === 0, true);
+    }
+    assert.deepEqual([of(2, 2), of(2, 3), of(2, 4)].map((b) => [b?.actor, b?.depth, b?.composite]),
+      [["c", 1, true], ["big", 2, true], ["big/k", 3, false]]);
+    assert.equal(of(1, 1)?.composite, false, "a task's firing holds nothing");
+  }
+  assert.deepEqual(timelineBars(NESTED_RUN, "worker").rows.map((r) => [r.label, r.depth]),
+    [["worker 1", 0], ["↳ inside", 1], ["↳ inside", 2], ["↳ inside", 3]]);
+  assert.deepEqual(timelineBars(NESTED_RUN, "actor").rows.map((r) => [r.label, r.depth]),
+    [["lp", 0], ["↳ check", 1], ["↳ c", 1], ["↳ small", 2], ["↳ big", 2], ["↳ k", 3]], "each inner actor's row under its composite's");
+  // the stepper on the nested workflow's member: its bar, the composites it ran in, and the step's
+  const { bars } = timelineBars(NESTED_RUN, "worker");
+  assert.deepEqual(barsOf(bars, { step: 2, inner: 4 }).map((b) => b.actor), ["big/k", "big", "c", "lp"]);
+  assert.deepEqual(barsOf(bars, { step: 2, inner: 3 }).map((b) => b.actor), ["big", "c", "lp"]);
+  // drawn, a nested composite's bar is its own (a click on it selects that inner firing)
+  const drawn = visibleBars(byRow(bars, 4), 10, 20, 0.01);
+  const big = drawn.find((b) => b.actor === "big");
+  assert.ok(big && big.step === 2 && big.inner === 3 && big.composite && big.count === 1);
+  // clicking the nested workflow in the graph selects its latest firing
+  assert.deepEqual(latestFiring(IF_ELSE_BIG, NESTED_RUN, "big", 3), { step: 2, inner: 3 });
+  assert.deepEqual(latestFiring(IF_ELSE_BIG, NESTED_RUN, "c", 1), { step: 1, inner: 2 });
 });
 
 test("worker lanes: overlapping firings on different lanes, a free lane reused", () => {
@@ -230,14 +282,14 @@ test("the stepper's firing: its step's bar and its inner firing's; diverged step
 });
 
 test("100,000 firings: only what is in view is looked at, and zoomed out they merge (no firing lost in the count)", () => {
-  const actors = ["a0", "a1", "a2", "wf", "wf/x"];
+  const actors = ["a0", "a1", "a2", "wf", "wf/sub", "wf/sub/x"];
   const steps: [number, string, number, number, boolean?][] = [];
-  const inner: [number, number, string, number, number][] = [];
+  const inner: [number, number, string, number, number, number?][] = [];
   for (let i = 0; i < 90_000; i++) steps.push([i + 1, actors[i % 3], i * 0.01, 0.005, i < 45_000]);
   for (let i = 0; i < 5_000; i++) {
     const n = 90_001 + i;
     steps.push([n, "wf", 900 + i * 0.02, 0.015]);
-    inner.push([n, 1, "wf/x", 900 + i * 0.02 + 0.001, 0.004], [n, 2, "wf/x", 900 + i * 0.02 + 0.008, 0.004]);
+    inner.push([n, 1, "wf/sub", 900 + i * 0.02 + 0.001, 0.012, 0], [n, 2, "wf/sub/x", 900 + i * 0.02 + 0.008, 0.004, 1]);
   }
   const data = timeline(actors, steps, inner);
   const { bars, rows } = timelineBars(data, "actor");
@@ -253,5 +305,7 @@ test("100,000 firings: only what is in view is looked at, and zoomed out they me
   assert.ok(zoomed.length > 0 && zoomed.length < 200 && zoomed.every((b) => b.count === 1));
   assert.ok(zoomed.every((b) => b.end >= 100 && b.start <= 100.5));
   const late = visibleBars(perRow, 950, 950.1, 0.1 / width);
-  assert.ok(late.some((b) => b.inner === 2 && b.actor === "wf/x"), "an inner firing in view, drawn alone");
+  assert.ok(late.some((b) => b.inner === 2 && b.actor === "wf/sub/x"), "a nested composite's firing in view, drawn alone");
+  assert.ok(late.some((b) => b.inner === 1 && b.composite && rows[b.row].depth === 1), "and the nested composite's bar, a row above it");
+  assert.ok(all.some((b) => rows[b.row].depth === 2 && b.count > 1), "the deepest rows merge too");
 });
