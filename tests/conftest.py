@@ -67,11 +67,11 @@ def check_replayed_in_place(old: Tape, new: Tape, live: tuple[str, ...] = ()) ->
 def resume_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """How a resume reads the recorded run: as a tape this machine wrote (trust.py), the same with
     a checkpoint after every other step, or verified in full as a tape from elsewhere."""
-    from flowtape import scheduler, trust
+    from flowtape import checkpoints, trust
 
     if request.param == "checkpoints":
-        monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
-        monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+        monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 2)
+        monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     if request.param == "verified":
         monkeypatch.setattr(trust, "seals", lambda data, seal: False)
     return str(request.param)

@@ -327,11 +327,11 @@ def test_the_history_sent_back_keeps_to_the_context_budget(server, write_flow, r
 
 
 def test_checkpoints_carry_what_a_resume_from_them_saves(server, write_flow, runs_dir, monkeypatch):
-    from flowtape import scheduler
+    from flowtape import checkpoints
     from flowtape.tape import Checkpoint
 
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 2)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     _use(monkeypatch, server)
     flow = _flow(write_flow, source=GEN_CHAT.replace("self.i >= 2", "self.i >= 5"))
     first = execute(load_flow(str(flow), None), {}, runs_dir=runs_dir, max_workers=1)

@@ -316,10 +316,10 @@ def test_a_runs_dir_that_cannot_be_created_is_a_clear_error(cli, tmp_path):
 
 
 def test_show_a_step_of_a_trusted_tape_starts_from_a_checkpoint_and_says_the_same(cli, monkeypatch):
-    from flowtape import scheduler, trust
+    from flowtape import checkpoints, trust
 
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 4)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 4)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     cli("run", CHAIN, "--run-id", "r1", "--max-workers", "1")
     fast = [cli("show", "r1", "--step", str(n)) for n in range(1, 16)]
     monkeypatch.setattr(trust, "file_sealed", lambda path, seal: False)  # as a tape from elsewhere

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GEN_FLOW
-from flowtape import connect, replay, scheduler, trust, workflow
+from flowtape import checkpoints, connect, replay, trust, workflow
 from flowtape.cli import main as cli_main
 from flowtape.errors import ResumeRefused, UsageError
 from flowtape.loader import load_flow, load_module
@@ -467,8 +467,8 @@ def test_a_trusted_tape_is_resumed_from_its_nearest_checkpoint(chain, tmp_path, 
 
     monkeypatch.setattr(writer_module, "COPY_CHUNK", copy_chunk)  # the prefix copied in many writes, or one
     monkeypatch.setattr(trust, "MAC_CHUNK", copy_chunk)  # the seal checked in many pieces (a tape over 2 GiB), or one
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 3)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 3)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     original = execute(chain.main, max_workers=1, runs_dir=tmp_path)
     assert [r.step for r in tape_of(original).records() if isinstance(r, Checkpoint)] == [3, 6, 9, 12, 15, 18]
     verify(original.run_dir / "tape.jsonl")
@@ -518,8 +518,8 @@ def test_without_a_key_tapes_are_verified_and_resume_the_same(chain, tmp_path, m
 def test_a_diverged_run_resumes_the_same_trusted_or_verified(branches, tmp_path, monkeypatch):
     """A tape holding divergences and unreplayable firings: the trusted path hands it to the full
     one, and every step resumes to the same run either way."""
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 2)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     original = execute(branches.diverge, max_workers=1, runs_dir=tmp_path)
     branches.LEFT_SKEW = 1
     diverged = execute(branches.diverge, max_workers=1, runs_dir=tmp_path, resume_from=original.run_dir)
@@ -586,8 +586,8 @@ def test_checkpoints_carry_what_an_agents_chat_gained_and_resumes_restore_it(tmp
         connect(numbers.Out, judge.In)
         connect(judge.Verdict, "Out")
 
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 2)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 2)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     original = execute(judged, max_workers=1, runs_dir=tmp_path)
     verify(original.run_dir / "tape.jsonl")
     gained = [c.chats for c in tape_of(original).records() if isinstance(c, Checkpoint)]
@@ -647,8 +647,8 @@ def test_an_input_wired_straight_to_an_output_is_on_the_tape_and_survives_every_
     verify, show and every resume, from the first record or from a checkpoint, still hold it."""
     from flowtape.show import detail_of
 
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", every)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", every)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     original = execute(chain.echoed, {"Tag": "hi"}, max_workers=1, runs_dir=tmp_path)
     assert original.outputs == {"Echo": ["hi"], "Out": [2, 4, 6, 8, 10]}
     assert tape_of(original).header.seededOutputs == [("Tag", 0)]

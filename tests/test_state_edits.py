@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from flowtape import scheduler, trust
+from flowtape import checkpoints, trust
 from flowtape.chain import reseal
 from flowtape.cli import main as cli_main
 from flowtape.delta import EDIT_FROM, apply_edit, edit_between
@@ -58,8 +58,8 @@ def test_a_growing_state_is_written_as_edits_and_read_whole(growing, tmp_path, m
 @pytest.mark.parametrize("path_taken", ["trusted", "checkpoints", "verified"])
 def test_a_run_with_edited_states_resumes_at_any_step(growing, tmp_path, monkeypatch, workers, path_taken):
     if path_taken == "checkpoints":
-        monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 7)
-        monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+        monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 7)
+        monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     if path_taken == "verified":
         monkeypatch.setattr(trust, "seals", lambda data, seal: False)
     original = execute(growing.two, max_workers=workers, runs_dir=tmp_path)
@@ -76,8 +76,8 @@ def test_a_run_with_edited_states_resumes_at_any_step(growing, tmp_path, monkeyp
 
 
 def test_every_reader_gives_the_whole_state_at_a_step(growing, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 50)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 50)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     result = execute(growing.main, max_workers=1, runs_dir=tmp_path)
     path = result.run_dir / "tape.jsonl"
     header = read_tape(path).header

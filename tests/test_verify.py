@@ -362,10 +362,10 @@ def test_a_tape_of_another_format_version_is_refused(run, capsys):
 
 
 def test_a_checkpoint_that_differs_from_the_rebuilt_run_is_detected(tmp_path, monkeypatch):
-    from flowtape import scheduler
+    from flowtape import checkpoints
 
-    monkeypatch.setattr(scheduler, "CHECKPOINT_STEPS", 4)
-    monkeypatch.setattr(scheduler, "CHECKPOINT_GROWTH", 0)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_STEPS", 4)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_GROWTH", 0)
     m = load_module(FLOWS / "chain.py")
     m.BROKEN, m.SKEW = False, 0
     path = execute(m.main, max_workers=1, runs_dir=tmp_path, run_id="cp").run_dir / "tape.jsonl"

@@ -17,6 +17,7 @@ from msgspec import Raw
 
 from . import __version__, tools, trust
 from .agents import Agents, AgentSetupError, calls_model
+from .ending import error_info, final_state
 from .errors import FlowError, ResumeRefused, RunFailed, RunStopped, TraceCorruption, UsageError
 from .executors import Executor, make_executor
 from .fits import fits, shaped
@@ -38,7 +39,7 @@ from .rundir import (
     valid_run_id,
     write_summary,
 )
-from .scheduler import Engine, error_info, final_state
+from .scheduler import Engine
 from .state import big_parameters_changed
 from .tape import FORMAT_VERSION, MAX_WORKERS, Diverged, Edited, End, ErrorInfo, Header, graph_fingerprint
 from .usage import Price, PriceTableError, Usage, find_prices

@@ -17,39 +17,34 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from msgspec import Raw
 
+from . import checkpoints
 from .agents import Agents
+from .checkpoints import checkpoint_due
 from .composites import fire_control, fire_subflow
 from .digests import digest_taken
-from .errors import FiringStopped, FlowtapeError
+from .errors import FiringStopped
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Plan, give_back, select
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
-from .tape import Checkpoint, Diverged, ErrorInfo, Final, Firing, SimpleFiring, Step, touched_queues
+from .tape import Diverged, Firing, SimpleFiring, Step, touched_queues
 from .usage import ModelCall, Tally
 from .values import NotEncodable, digest, encode
 from .writer import TapeWriter
 
-_NONE_ENC = Raw(encode(None))
 # An action quicker than this runs without the engine letting go of its lock: with the GIL, other
 # workers cannot run Python meanwhile anyway, and handing the lock (and the GIL) back and forth
 # for every firing of trivial actors costs more than the firings. Slower actions (I/O, a model
 # call, anything that releases the GIL) run with the lock released, in parallel.
 QUICK_ACTION = 50e-6  # seconds
 SETTLE_WAIT = 1.0  # seconds a stopping run waits for the lock before it ends without it
-# A checkpoint at most every this many steps, and only once the tape has grown by this many times
-# the last checkpoint's size since it: a resume decodes at most that many steps, and checkpoints
-# add a few percent to a tape at most, whatever the size of the queues and states.
-CHECKPOINT_STEPS = 1024
-CHECKPOINT_GROWTH = 16
 
 
 class Pool:
@@ -159,7 +154,7 @@ class Engine:
         self.loops_mid: set[str] = set()  # loops between two items: no checkpoint then
         self.can_checkpoint = True  # until a firing cannot be replayed
         self._checkpointed = (0, 0)  # tape bytes at the latest checkpoint, and its size
-        self._checkpoint_due = CHECKPOINT_STEPS
+        self._checkpoint_due = checkpoints.CHECKPOINT_STEPS
         self.outputs_checkpointed = {q.index: 0 for q in net.outputs.values()}  # tokens in each output then
         self._wake = False
         # The token last digested and its digest: its consumers' firings follow one another in a
@@ -535,7 +530,7 @@ class Engine:
             record.chat = chat
             self.chats_since.setdefault(actor.path, []).append(chat)
         if simple is not None:  # (the record, typed without an isinstance's call)
-            self.tape.fired(simple, self._checkpoint() if self.steps >= self._checkpoint_due else None)
+            self.tape.fired(simple, checkpoint_due(self) if self.steps >= self._checkpoint_due else None)
         elif ctx is not None:  # (always, then: a nested firing)
             ctx.taken.extend(takes)
             ctx.touched.update(q for q, _ in takes)
@@ -590,46 +585,6 @@ class Engine:
         self.last_step_seq = self.seq
         return self.steps, self.last_round, int((start - self.t0) * 1e6), int((now - start) * 1e6)
 
-    def _checkpoint(self) -> Checkpoint | None:
-        """The run as it stands after this step, when one is due and the tape can support it: no
-        other firing under way (every recorded firing is then covered by a step), no loop between
-        two items, nothing unreplayable so far."""
-        tape = self.tape
-        written, size = self._checkpointed
-        if tape is None or not self.can_checkpoint:
-            self._checkpoint_due = 1 << 62
-            return None
-        if tape.written - written < CHECKPOINT_GROWTH * size:
-            self._checkpoint_due = self.steps + 64  # the tape grows slowly: look again later
-            return None
-        if self.loops_mid or self.top.in_flight > 1:
-            return None  # at the next step, then
-        net = self.net
-        outputs = self.outputs_checkpointed
-        queues = [(q.index, [Raw(bytes(e)) for _, e in q.items]) for q in net.queues if q.items and q.index not in outputs]
-        gained = []
-        for q in net.outputs.values():
-            if len(q.items) > outputs[q.index]:
-                gained.append((q.index, [Raw(bytes(e)) for _, e in islice(q.items, outputs[q.index], None)]))
-                outputs[q.index] = len(q.items)
-        checkpoint = Checkpoint(
-            step=self.steps,
-            seq=self.seq,
-            queues=queues,
-            outputs=gained,
-            states=[(a.path, Raw(a.state_enc)) for a in net.actors if a.state_enc],
-            fireCounts=[(a.path, a.fire_count) for a in net.actors if a.fire_count],
-            rounds=list(self.rounds.items()),
-            round=self.last_round,
-            chats=list(self.chats_since.items()),
-            spent=self.tally.on_tape(),
-        )
-        self.chats_since = {}
-        size = sum(len(t) for _, tokens in queues for t in tokens) + sum(len(bytes(s)) for _, s in checkpoint.states)
-        self._checkpointed = (tape.written, 256 + size)
-        self._checkpoint_due = self.steps + CHECKPOINT_STEPS
-        return checkpoint
-
     def _write(self, *records: Any) -> None:
         if self.tape is not None:
             self.tape.write(*records)
@@ -650,38 +605,3 @@ def _copy(value: Any) -> Any:
         return copy.deepcopy(value)
     except Exception:  # noqa: BLE001 - a value that cannot be copied (a lock, say) goes as it is
         return value
-
-
-def final_state(engine: Engine) -> Final | None:
-    """The run after its last step, for the end record; None if anything was recorded after it."""
-    if engine.steps == 0 or engine.last_step_seq != engine.seq or engine.top.in_flight:
-        return None  # (a firing still under way holds tokens that are in no queue)
-    net = engine.net
-    return Final(
-        queues=[(q.index, [Raw(bytes(e)) for _, e in q.items]) for q in net.queues if q.consumer is not None and q.items],
-        states=[(a.path, Raw(a.state_enc)) for a in net.actors if a.state_enc],
-        fireCounts=[(a.path, a.fire_count) for a in net.actors if a.fire_count],
-        lastTaken=[(q.index, [Raw(bytes(e)) for _, e in items]) for q, items in engine.last_taken],
-    )
-
-
-def error_info(failure: Failure) -> ErrorInfo:
-    actor = failure.actor
-    exc = failure.exc
-    site = actor.node.created_at
-    where = f" (created at {site.file}:{site.line})" if site.line else ""
-    raised = failure.raised
-    message = str(exc) if isinstance(exc, FlowtapeError) else f"{type(exc).__name__}: {exc}"
-    if raised is not None and not isinstance(exc, FlowtapeError):  # the line that raised, as a traceback would
-        message += f" (line {raised.line})" if raised.file == site.file else f" ({raised.file}:{raised.line})"
-    return ErrorInfo(
-        message=f"{actor.path} failed on firing {failure.fire_count}{where}: {message}",
-        actor=actor.path,
-        fireCount=failure.fire_count,
-        file=site.file,
-        line=site.line,
-        raisedFile=raised.file if raised else None,
-        raisedLine=raised.line if raised else None,
-        traceback=failure.tb,
-        taken=failure.taken,
-    )
