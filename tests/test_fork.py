@@ -57,7 +57,7 @@ def test_a_token_edit_forks_the_run_and_the_tape_says_so(cli, tmp_path):
     assert (edit["step"], edit["what"], edit["value"], edit.get("index", 0)) == (4, "double.In[0]", 10, 0)  # (0: left out)
     header = json.loads((tmp_path / "runs" / "f" / "tape.jsonl").read_text().splitlines()[0])
     assert edit["queue"] == header["queues"].index("numbers.Out->double.In")
-    assert edit["old"] == flowtape.values.digest([b"2"]) and edit["new"] == flowtape.values.digest([b"10"])
+    assert edit["old"] == flowtape.digests.digest([b"2"]) and edit["new"] == flowtape.digests.digest([b"10"])
     code, out, _ = cli("runs")
     assert "f  main" in out and "forked from a @ step 4 (1 edit)" in out
     _, shown, _ = cli("show", "f")
@@ -99,7 +99,7 @@ def test_an_agents_next_answer_is_edited_even_inside_a_loop(cli, tmp_path):
     [edit] = _edits(tmp_path, "f")
     assert edit["answer"] is True and edit["actor"] == "reviewer" and edit["value"] == {"Verdict": "revise", "Note": "forked"}
     # the recorded run's answer there, by digest: approve, looks good
-    assert edit["old"] == flowtape.values.digest([b'{"Verdict":"approve","Note":"looks good"}'])
+    assert edit["old"] == flowtape.digests.digest([b'{"Verdict":"approve","Note":"looks good"}'])
     code, out, _ = cli("diff", "a", "f", "--json")
     first = msgspec.json.decode(out, type=RunDiff).first
     assert first is not None and (first.actor, first.fireCount, first.aspects) == ("reviewer", 3, ["outputs", "chat"])
@@ -239,7 +239,7 @@ def test_verify_refuses_an_edit_of_a_value_the_run_did_not_hold(tmp_path):
 
     def other_old(lines, at):
         record = json.loads(lines[at])
-        record["old"] = flowtape.values.digest([b"3"])
+        record["old"] = flowtape.digests.digest([b"3"])
         lines[at] = json.dumps(record, separators=(",", ":")).encode()
         return lines
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import flowtape
 import pytest
+from flowtape.digests import digest
 from flowtape.loader import load_module
 from flowtape.rundir import read_summary
 from flowtape.runner import execute
 from flowtape.tape import Diverged, End, Firing, Header, Step, encode_record, read_tape
-from flowtape.values import digest, encode
+from flowtape.values import encode
 from flowtape.verify import verify
 
 FLOWS = Path(__file__).parent / "flows"

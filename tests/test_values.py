@@ -29,13 +29,12 @@ from hypothesis import strategies as st
 if importlib.util.find_spec("flowtape") is None:  # running from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
+from flowtape.digests import digest, digest_values  # noqa: E402
 from flowtape.values import (  # noqa: E402
     NotEncodable,
     Opaque,
     canonical,
     decode,
-    digest,
-    digest_values,
     encode,
     from_json,
     preview,

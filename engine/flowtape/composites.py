@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Raw
 
+from .digests import digest
 from .firing import Plan, value_of
 from .midloop import iterate
 from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
-from .values import NotEncodable, digest, encode
+from .values import NotEncodable, encode
 
 if TYPE_CHECKING:
     from .scheduler import Context, Engine, Pool

@@ -11,9 +11,10 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
+from .digests import digest
 from .show import load
 from .tape import Firing, Step, Tape
-from .values import canonical, digest, preview_json
+from .values import canonical, preview_json
 from .verify import Rebuild
 
 ASPECTS = ("inputs", "outputs", "state", "chat")  # what of a firing is compared, in this order

@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 from msgspec import Raw
 
+from .digests import digest
 from .tape import Edited
-from .values import digest
 
 _fields = msgspec.json.Decoder(dict[str, Raw])
 

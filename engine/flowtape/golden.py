@@ -13,11 +13,11 @@ import msgspec
 from . import edits
 from .diff import NONE, FiringView, Put, Taken, explain
 from .diff import compare as compare_firings
+from .digests import digest
 from .errors import FlowtapeError, RunStopped, UsageError
 from .graph import WorkflowDef
 from .runner import execute
 from .tape import Edited, End, Firing, Step, read_tape, resolve_state
-from .values import digest
 from .verify import seeded
 
 

@@ -21,6 +21,7 @@ from msgspec import Raw
 from . import trust
 from .agents import calls_model
 from .chain import chain_seed
+from .digests import digest, digest_values
 from .errors import ResumeRefused, TraceCorruption
 from .guarded import open_regular
 from .midloop import LoopPasses
@@ -46,7 +47,7 @@ from .tape import (
     read_tape,
 )
 from .usage import ModelCall, Spent
-from .values import digest, digest_values, preview_json
+from .values import preview_json
 from .verify import PROGRESS_EVERY, Rebuild, check_chain, check_header, check_summary
 
 LEAF_KINDS = frozenset({"task", "agent", "tool"})

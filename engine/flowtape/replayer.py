@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .digests import digest
 from .firing import Plan, give_back, ready_action, value_of
 from .network import LAZY, Actor, Item, Queue
 from .state import set_state
 from .tape import Diverged
-from .values import digest, preview
+from .values import preview
 
 if TYPE_CHECKING:
     from .scheduler import Context, Engine

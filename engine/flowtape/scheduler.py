@@ -26,7 +26,7 @@ from . import checkpoints
 from .agents import Agents
 from .checkpoints import checkpoint_due
 from .composites import fire_control, fire_subflow
-from .digests import digest_taken
+from .digests import digest, digest_taken
 from .errors import FiringStopped
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Plan, give_back, select
@@ -36,7 +36,7 @@ from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
 from .tape import Diverged, Firing, SimpleFiring, Step, touched_queues
 from .usage import ModelCall, Tally
-from .values import NotEncodable, digest, encode
+from .values import NotEncodable, encode
 from .writer import TapeWriter
 
 # An action quicker than this runs without the engine letting go of its lock: with the GIL, other

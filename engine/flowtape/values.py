@@ -12,13 +12,7 @@ is collected, signal a process), and the tape is not code the user wrote.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
-import hashlib
-import os
-import sys
-import sysconfig
-import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -26,7 +20,6 @@ from enum import Enum, Flag
 from functools import reduce
 from operator import or_
 from pathlib import Path, PurePath
-from types import BuiltinFunctionType
 from typing import Any, cast
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -34,9 +27,10 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from . import stdstate
+from .classrefs import FLOW, NotEncodable, checking, is_own, lookup, not_own, plan_of, ref_of, use_flow_module
 
-__all__ = ["NotEncodable", "Opaque", "canonical", "decode", "digest", "digest_values", "encode",
-           "from_json", "preview", "preview_json", "preview_raw", "to_json"]
+__all__ = ["FLOW", "NotEncodable", "Opaque", "canonical", "decode", "encode",
+           "from_json", "preview", "preview_json", "preview_raw", "to_json", "use_flow_module"]
 
 TAG = "$t"
 MAX_DEPTH = 200
@@ -47,23 +41,8 @@ _enc_sorted: Callable[[object], bytes] = msgspec.json.Encoder(order="sorted").en
 _dec: Callable[[bytes | str], Any] = msgspec.json.Decoder().decode
 _SCALAR = frozenset({str, int, bool, type(None)})
 _NUMBERS = frozenset({int, bool, float})
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes made by `class` statements (and some C types)
-_NO_INSTANTIATE = 1 << 7  # Py_TPFLAGS_DISALLOW_INSTANTIATION
 _DEFAULT_PATH = type(Path())
-_NICE_NAMES: dict[type, str] = {type(threading.Lock()): "Lock"}
 _MISSING = object()
-
-
-class NotEncodable(Exception):
-    """A value (or something inside it) cannot be put on the tape; ``path`` says where."""
-
-    def __init__(self, what: str, path: str = "") -> None:
-        super().__init__(f"{path}: {what}" if path else what)
-        self.what, self.path = what, path
-
-    def with_prefix(self, prefix: str) -> NotEncodable:
-        # Paths are built while unwinding, so the happy path never pays for string formatting.
-        return NotEncodable(self.what, prefix + self.path)
 
 
 class Opaque:
@@ -85,123 +64,6 @@ class Opaque:
     def __hash__(self) -> int:
         # Opaques land in sets and dict keys (e.g. unloaded enum members); data is often a dict.
         return hash((self.cls, self.data)) if type(self.data) is str else hash(self.cls)
-
-
-def _cannot(t: type, why: str = "") -> NotEncodable:
-    return NotEncodable(f"a {_NICE_NAMES.get(t, t.__name__)} cannot be saved{why}")
-
-
-# The flow file's own module is named in refs as FLOW, not by the name its loader gave it
-# (`flowtape_flow_<hash of its path>` for `flowtape run`, `flow` when imported, `__main__` as a
-# script): a tape, a resume and a golden then name its classes the same way wherever the checkout
-# is and whichever way the flow was run.
-FLOW = "__flow__"
-_LEGACY_FLOW = "flowtape_flow_"  # tapes written before FLOW: the loader's name, bound to the path
-_flow_module: str | None = None
-
-
-def use_flow_module(name: str | None) -> None:
-    """The module of the flow being run (`workflow.fn.__module__`), whose classes are FLOW's."""
-    global _flow_module
-    if name != _flow_module:
-        _flow_module = name
-        _REFS.clear()
-
-
-_checking = threading.local()  # `on` while `check` rebuilds a value: classes beyond builtins are not looked up
-
-
-def _lookup(ref: object) -> type | None:
-    """Resolve "module:Qualname" through sys.modules only, never importing anything."""
-    if not isinstance(ref, str):
-        return None
-    mod_name, _, qual = ref.partition(":")
-    if mod_name != "builtins" and getattr(_checking, "on", False):
-        return None  # (whether a module is imported must not change what a check says)
-    if _flow_module is not None and (mod_name == FLOW or (mod_name.startswith(_LEGACY_FLOW) and mod_name not in sys.modules)):
-        mod_name = _flow_module
-    obj: object = sys.modules.get(mod_name)
-    if obj is None or not qual:
-        return None
-    for part in qual.split("."):
-        try:  # vars() rather than getattr: a module-level __getattr__ could import or run code
-            obj = vars(obj).get(part)
-        except TypeError:
-            return None
-    return obj if isinstance(obj, type) else None
-
-
-_REFS: dict[type, str] = {}
-_PLANS: dict[type, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {}
-
-
-# A plain attribute holder of the standard library, as safe to rebuild as a class of the flow's.
-_PLAIN_STDLIB = frozenset({"argparse:Namespace"})
-_NOT_OWN_DIRS = tuple({os.path.realpath(p) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib")
-                       if (p := sysconfig.get_paths().get(key))})
-_OWN: dict[type, bool] = {}
-
-
-def _own(t: type) -> bool:
-    """Whether `t` is the flow's own class: defined in a file that is neither the standard
-    library's nor an installed package's (or one of a few plain attribute holders)."""
-    own = _OWN.get(t)
-    if own is None:
-        file = getattr(sys.modules.get(t.__module__), "__file__", None)
-        if f"{t.__module__}:{t.__qualname__}" in _PLAIN_STDLIB:
-            own = True
-        elif not isinstance(file, str):  # builtins, frozen or C modules
-            own = False
-        else:
-            path = os.path.realpath(file)
-            parts = Path(path).parts
-            own = not ("site-packages" in parts or "dist-packages" in parts or path.startswith(_NOT_OWN_DIRS))
-        _OWN[t] = own
-    return own
-
-
-def _not_own(ref: str) -> str:
-    return f"class {ref} is not the flow's own (a tape rebuilds objects only of classes defined in the flow's files)"
-
-
-def _ref(t: type) -> str:
-    ref = _REFS.get(t)
-    if ref is None:
-        qual = t.__qualname__
-        if "<locals>" in qual:
-            raise _cannot(t, " (its class is defined inside a function)")
-        ref = f"{FLOW if t.__module__ == _flow_module else t.__module__}:{qual}"
-        # Fail now rather than write a tape whose values would all decode as Opaque later.
-        if _lookup(ref) is None:
-            raise _cannot(t, f" (class {ref} cannot be found by name)")
-        _REFS[t] = ref
-    return ref
-
-
-def _plan(t: type) -> tuple[str, tuple[str, ...] | None, tuple[str, ...]]:
-    """Per-class (ref, dataclass fields, slots), after checking object.__new__ can rebuild it."""
-    plan = _PLANS.get(t)
-    if plan is not None:
-        return plan
-    slots: list[str] = []
-    for c in t.__mro__[:-1]:
-        # State kept in C fields (locks, files, sockets, generators...) is invisible to us and
-        # could not be restored, so only pure-Python class chains are accepted.
-        flags = c.__flags__
-        if (not flags & _HEAPTYPE or flags & _NO_INSTANTIATE
-                or isinstance(vars(c).get("__new__"), BuiltinFunctionType)):
-            raise _cannot(t)
-        names = vars(c).get("__slots__", ())
-        for name in (names,) if isinstance(names, str) else names:
-            if name.startswith("__") and not name.endswith("__"):
-                name = f"_{c.__name__.lstrip('_')}{name}"  # private slots are name-mangled
-            if name not in ("__dict__", "__weakref__"):
-                slots.append(name)
-    if not _own(t):
-        raise _cannot(t, f": {_not_own(_ref(t))}")
-    fields = tuple(f.name for f in dataclasses.fields(t)) if dataclasses.is_dataclass(t) else None
-    plan = _PLANS[t] = (_ref(t), fields, tuple(slots))
-    return plan
 
 
 def _plain(v: Any, depth: int) -> bool:
@@ -348,24 +210,24 @@ def _conv_other(v: Any, t: type, d: int, active: set[int]) -> object:
     if isinstance(v, Enum):
         name, members = v.name, cast(Any, t).__members__
         if name is not None and (name in members or (isinstance(v, Flag) and all(n in members for n in name.split("|")))):
-            return {TAG: "enum", "cls": _ref(t), "v": name}
+            return {TAG: "enum", "cls": ref_of(t), "v": name}
         # a member no name tells (a flag's unnamed bits, one that _missing_ made): by its value
-        return {TAG: "enum", "cls": _ref(t), "v": None, "value": _conv(v.value, d + 1, active)}
+        return {TAG: "enum", "cls": ref_of(t), "v": None, "value": _conv(v.value, d + 1, active)}
     if issubclass(t, type):  # not isinstance(v, type): list[int] claims to be a type
-        if v.__module__ != "builtins" and not _own(v):
-            raise NotEncodable(_not_own(_ref(v)))  # a tape would refuse to rebuild it: say so when it is put
-        return {TAG: "type", "v": _ref(v)}
+        if v.__module__ != "builtins" and not is_own(v):
+            raise NotEncodable(not_own(ref_of(v)))  # a tape would refuse to rebuild it: say so when it is put
+        return {TAG: "type", "v": ref_of(v)}
     if isinstance(v, PurePath):
         if t is _DEFAULT_PATH:
             return {TAG: "path", "v": str(v)}
-        return {TAG: "path", "v": str(v), "cls": _ref(t)}
+        return {TAG: "path", "v": str(v), "cls": ref_of(t)}
     if t is Opaque:
         if v.raw is None:
             raise NotEncodable("an Opaque without its original data cannot be saved")
         return v.raw
     if isinstance(v, tuple) and hasattr(t, "_fields"):  # NamedTuple: must come back as its class
-        return {TAG: "namedtuple", "cls": _ref(t), "v": _list(v, d, active)}
-    ref, fields, slots = _plan(t)
+        return {TAG: "namedtuple", "cls": ref_of(t), "v": _list(v, d, active)}
+    ref, fields, slots = plan_of(t)
     if stdstate.own_state(t):  # it says its state itself, as pickle would ask it to
         try:
             state = v.__getstate__()
@@ -487,13 +349,13 @@ def check(raw: bytes) -> None:
         raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels")
     if not _maybe_tagged(raw):
         return
-    _checking.on = True
+    checking.on = True
     try:
         from_json(data)
     except RecursionError:
         raise ValueError(f"it is nested deeper than {DEPTH_LIMIT} levels") from None
     finally:
-        _checking.on = False
+        checking.on = False
 
 
 def _depth(data: Any) -> int:
@@ -560,7 +422,7 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     if leaf is not None:
         return leaf(v)
     if tag in stdstate.TAGS:
-        if isinstance(d.get("factory"), dict) and getattr(_checking, "on", False):
+        if isinstance(d.get("factory"), dict) and getattr(checking, "on", False):
             from_json(d["factory"])  # (a class not looked up while checking: the factory is checked as a value)
             d = {**d, "factory": None}
         return stdstate.rebuild(tag, d, from_json)
@@ -574,9 +436,9 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     if tag == "path" and "cls" not in d:
         return Path(v)
     if tag == "type":
-        found = _lookup(v)
-        if found is not None and found.__module__ != "builtins" and not _own(found):
-            raise ValueError(_not_own(str(v)))  # a class handed to the flow is a class it may call
+        found = lookup(v)
+        if found is not None and found.__module__ != "builtins" and not is_own(found):
+            raise ValueError(not_own(str(v)))  # a class handed to the flow is a class it may call
         return found if found is not None else Opaque(str(v), None, d)
     ref = d.get("cls")
     if not isinstance(ref, str):
@@ -587,14 +449,14 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
     extra: Any = from_json(d.get("slots") or {})
     if isinstance(d.get("more"), dict):
         extra = {**cast(dict[str, Any], from_json(d["more"])), **extra}
-    cls = _lookup(ref)
+    cls = lookup(ref)
     if tag == "enum" and "value" in d and cls is not None and issubclass(cls, Enum):
         try:
             return cls(from_json(d["value"]))
         except (ValueError, TypeError):
             pass  # no member has that value any more: show it
-    if cls is not None and tag in ("dataclass", "object") and not _own(cls):
-        raise ValueError(_not_own(ref))
+    if cls is not None and tag in ("dataclass", "object") and not is_own(cls):
+        raise ValueError(not_own(ref))
     if cls is not None:
         try:
             return _rebuild(tag, cls, payload, extra)
@@ -608,11 +470,11 @@ def _untag(tag: str, d: dict[str, Any]) -> object:
 def _with_state(ref: str, d: dict[str, Any]) -> object:
     """An object of a class that says its state itself, given that state (its `__setstate__`)."""
     state = from_json(d["state"])
-    cls = _lookup(ref)
+    cls = lookup(ref)
     if cls is None:
         return Opaque(ref, state, d)
-    if not _own(cls):
-        raise ValueError(_not_own(ref))
+    if not is_own(cls):
+        raise ValueError(not_own(ref))
     obj: Any = object.__new__(cls)
     try:
         stdstate.restore_state(obj, state)
@@ -641,36 +503,6 @@ def _rebuild(tag: str, cls: type, payload: Any, extra: dict[str, Any]) -> object
             object.__setattr__(obj, k, x)
         return obj
     raise TypeError(f"{tag} does not fit {cls!r}")
-
-
-# A blake2b set up once: a digest copies it (a fifth cheaper than setting one up: the digest is
-# taken for every firing's tokens)
-_BLAKE8 = hashlib.blake2b(digest_size=8)
-
-
-def digest(raw_items: Iterable[bytes]) -> str:
-    """16 hex chars over the encoded tokens as one JSON list, in canonical form: equal values
-    give equal digests, whatever their dicts' insertion order."""
-    body = b"[" + b",".join(raw_items) + b"]"
-    if b"{" in body:  # objects inside (or a brace in a string): sort their keys first
-        body = canonical(_dec(body))
-    hasher = _BLAKE8.copy()
-    hasher.update(body)
-    return hasher.hexdigest()
-
-
-def digest_one(raw: bytes) -> str:
-    """`digest([raw])`, for the usual take of one token."""
-    body = b"[" + raw + b"]"
-    if b"{" in body:
-        body = canonical(_dec(body))
-    hasher = _BLAKE8.copy()
-    hasher.update(body)
-    return hasher.hexdigest()
-
-
-def digest_values(values: Iterable[object]) -> str:
-    return digest(encode(v) for v in values)
 
 
 def _cut(s: str, limit: int) -> str:

@@ -13,6 +13,7 @@ from msgspec import Raw
 
 from . import edits
 from .chain import SIMPLE_TAGS, Chain, chain_seed, split_hash
+from .digests import digest
 from .errors import TraceCorruption
 from .rundir import TAPE, RunSummary, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
@@ -36,7 +37,7 @@ from .tape import (
     resolve_state,
 )
 from .usage import Spending
-from .values import canonical, check, digest
+from .values import canonical, check
 
 
 class Rebuild:
