@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -475,6 +476,40 @@ def main():
 ''')
 
 
+def test_code_the_workers_cannot_import_is_named(ray_address: str, runs_dir: Path, write_flow, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module the driver imports from outside the flow's folder is not on the workers: the run
+    fails naming the import that failed there, not Ray's own `ray::fire()` header."""
+    faraway = tmp_path / "faraway"
+    faraway.mkdir()
+    (faraway / "far.py").write_text("def twice(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(faraway))
+    path = write_flow(GEN_FLOW.format(body='''
+from far import twice
+
+
+@task
+class Double:
+    class Ports:
+        In = Port[int](direction="in")
+        Out = Port[int](direction="out")
+
+    def action(self, x):
+        return twice(x)
+
+
+@workflow
+def main():
+    gen = Gen(n=1)
+    double = Double()
+    connect(gen.Out, double.In)
+    connect(double.Out, "Out")
+'''))
+    result = execute(load_flow(path), runs_dir=runs_dir, executor="ray", ray_address=ray_address)
+    assert result.status == "failed" and result.error is not None
+    assert "a Ray worker could not run it: ModuleNotFoundError: No module named 'far'" in result.error.message, result.error.message
+
+
 def test_an_error_on_a_worker_names_the_line_that_raised(ray_address: str, runs_dir: Path, write_flow) -> None:
     path = write_flow(RAISING_FLOW)
     result = execute(load_flow(path), max_workers=1, runs_dir=runs_dir, executor="ray", ray_address=ray_address)
@@ -504,28 +539,57 @@ def test_without_ray_installed_the_error_names_the_extra(runs_dir: Path) -> None
 
 def test_a_local_instance_is_started_for_the_run_and_shut_down(runs_dir: Path, write_flow, tmp_path: Path) -> None:
     """No address: the run starts its own Ray (in this loopback-only namespace) and stops it at its end.
-    Its workers read the flow's folder itself (no copy): its helper modules import, and they run in it."""
+    Its workers read the flow's folder itself (no copy): its helper modules import (an actor whose
+    class is one of theirs goes to the worker by that module's name), and they run in it."""
     if not loopback_only():
         pytest.skip("starts a Ray instance: only in a loopback-only network namespace (make pytest)")
-    path = write_flow(HELPER_FLOW)
-    (path.parent / "helpers.py").write_text(
-        "import os\n\n\ndef shout(s):\n    open('seen.txt', 'w').close()\n"
-        "    return s.upper() + open('greeting.txt').read() + str(os.getpid())\n")
+    path = write_flow(GEN_FLOW.format(body='''
+from helpers import Say
+
+
+@workflow
+def main():
+    gen = Gen(n=1)
+    say = Say()
+    connect(gen.Out, say.In)
+    connect(say.Out, "Out")
+'''))
+    (path.parent / "helpers.py").write_text(textwrap.dedent('''\
+        import os
+
+        from flowtape import Port, task
+
+
+        @task
+        class Say:
+            class Ports:
+                In = Port[int](direction="in")
+                Out = Port[str](direction="out")
+
+            def action(self, x):
+                open("seen.txt", "w").close()
+                return "TAPE" + open("greeting.txt").read() + str(os.getpid())
+        '''))
     (path.parent / "greeting.txt").write_text("!")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     ray_tmp = Path(tempfile.mkdtemp(prefix="ftl-", dir="/tmp"))  # (short: Ray's socket paths must fit 107 bytes)
     env = dict(os.environ, RAY_TMPDIR=str(ray_tmp))
-    proc = subprocess.Popen([sys.executable, "-m", "flowtape", "run", str(path), "--executor", "ray", "--runs-dir",
-                             str(runs_dir), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=elsewhere)
-    out, err = proc.communicate(timeout=180)
-    outputs = json.loads(out).get("outputs") if out.strip() else None
-    assert outputs is not None and len(outputs.get("Out", [])) == 1, out + err
-    (said,) = outputs["Out"]
-    pid = said.removeprefix("TAPE!")
-    assert pid.isdigit() and pid != str(proc.pid), said  # in the flow's folder, in a worker process, not the driver
-    assert (path.parent / "seen.txt").exists(), "the worker ran in a copy of the flow's folder, not in it"
+    # `flowtape run`, and from Python a flow imported as a module of its own (its classes then go to
+    # the workers by that module's name)
+    by_api = ("import json, sys; sys.path.insert(0, sys.argv[1]); import flowtape, flow; "
+              "r = flowtape.run(flow.main, executor='ray', runs_dir=sys.argv[2]); print(json.dumps({'outputs': r}))")
+    for command in ([sys.executable, "-m", "flowtape", "run", str(path), "--executor", "ray", "--runs-dir", str(runs_dir),
+                     "--json"], [sys.executable, "-c", by_api, str(path.parent), str(runs_dir)]):
+        (path.parent / "seen.txt").unlink(missing_ok=True)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=elsewhere)
+        out, err = proc.communicate(timeout=180)
+        outputs = json.loads(out.splitlines()[-1]).get("outputs") if out.strip() else None
+        assert outputs is not None and len(outputs.get("Out", [])) == 1, out + err
+        (said,) = outputs["Out"]
+        pid = said.removeprefix("TAPE!")
+        assert pid.isdigit() and pid != str(proc.pid), said  # in the flow's folder, in a worker process, not the driver
+        assert (path.parent / "seen.txt").exists(), "the worker ran in a copy of the flow's folder, not in it"
     try:
         assert list((ray_tmp / "ray").glob("session_2*")), "no local instance was started"
         left = subprocess.run(["pgrep", "-f", str(ray_tmp)], capture_output=True, text=True).stdout.split()

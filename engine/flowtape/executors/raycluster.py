@@ -75,7 +75,6 @@ class Job:
     work_dir: str
     base_dir: str
     shared: str | None = None  # a tool's: the token the run wrote in its work folder
-    local: bool = False  # the flow's folder itself, not a copy, is the worker's (a local instance of the run's own)
 
 
 @dataclass
@@ -104,18 +103,23 @@ class _Stand:
     file_outs: dict[str, Any] = field(default_factory=dict)  # (a workflow File output is copied on the driver)
 
 
-def fire(modules: dict[str, str], payload: bytes) -> Done | Raised:
+def fire(modules: dict[str, str], payload: bytes, folder: str | None) -> Done | Raised:
     """Runs on a Ray worker: one firing's action, as the thread executor runs it. `modules` are
     the flow files its classes are defined in (loaded by path, under the private names the driver
     gave them), by their paths in the job's working directory (the flow's folder's copy), or
     absolute on a local instance: imported here first, so that the job (`payload`) names their
-    classes rather than carrying them."""
+    classes rather than carrying them. `folder`, on a local instance, is the flow's folder itself:
+    the worker runs in it and imports from it, as a worker with its copy does (before the job is
+    unpickled, which may import a module of the flow's by name)."""
+    if folder is not None:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        if os.getcwd() != folder:
+            os.chdir(folder)
     for name, where in modules.items():
         if name not in sys.modules:
             _import_flow(name, Path.cwd() / where)
     job: Job = cloudpickle.loads(payload)
-    if job.local and os.getcwd() != job.base_dir:  # as a worker with its copy runs in it
-        os.chdir(job.base_dir)
     spec = spec_of(job.obj)
     assert spec is not None
     action = next((a for a in spec.actions if a.name == job.action), None) if job.action is not None else None
@@ -139,9 +143,6 @@ def _import_flow(name: str, path: Path) -> None:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None or not path.is_file():
         raise FlowtapeError(f"the flow file {path.name} is not in this worker's copy of the flow's folder")
-    folder = str(path.parent)
-    if folder not in sys.path:  # its own helper modules import, as on the driver (loader.py)
-        sys.path.insert(0, folder)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -228,12 +229,13 @@ class Cluster:
         job = Job(
             actor.path, actor.obj, plan.action.name if plan.action is not None else None, plan.values,
             actor.fire_count, list(actor.outputs), str(work_dir), str(base_dir),
-            self._shared_token(work_dir) if actor.spec.kind == "tool" else None, self._local,
+            self._shared_token(work_dir) if actor.spec.kind == "tool" else None,
         )
+        folder = str(self.base_dir) if self._local else None
         modules = self._flow_files(type(actor.obj))
         for attempt in range(RETRIES + 1):
             try:
-                ref = self._remote.remote(modules, cloudpickle.dumps(job))
+                ref = self._remote.remote(modules, cloudpickle.dumps(job), folder)
             except Exception as exc:  # noqa: BLE001 - pickling the object or an input failed
                 raise FlowtapeError(f"{actor.path} cannot be sent to a Ray worker (on Ray an actor, its inputs and "
                                     f"what it returns are pickled): {_unpicklable(job, exc)}") from None
@@ -266,7 +268,9 @@ class Cluster:
         except _DIED:
             raise
         except rex.RayError as exc:  # the worker could not even run it: the flow's code is not importable there, say
-            raise FlowtapeError(f"a Ray worker could not run it: {_first_line(exc)} (what must be importable on the "
+            cause = getattr(exc, "cause", None)  # (a RayTaskError's own first line is only `ray::fire() (pid=…)`)
+            why = f"{type(cause).__name__}: {_first_line(cause)}" if isinstance(cause, BaseException) else _first_line(exc)
+            raise FlowtapeError(f"a Ray worker could not run it: {why} (what must be importable on the "
                                 "workers: see the README, Running on a cluster)") from None
         finally:
             with self._lock:
