@@ -1,18 +1,19 @@
-"""The least tape format 7 costs per firing in this interpreter: what recording a chain firing must
-do whatever the engine around it, done by Flowtape's own code with no engine.
+"""The least the tape costs per firing in this interpreter: what recording a chain firing must do
+whatever the engine around it, done by Flowtape's own code with no engine.
 
 Per firing that is: encode the token it put (values.encode), digest the token it took
-(digests.digest_taken: blake2b over the encoding, the format's rule, without the canonical check a
-plain scalar cannot need), make its one line (a tape.SimpleFiring built and encoded by msgspec;
-formatting the same bytes with a bytes template was measured as no cheaper), seal the line into
-the hash chain (chain.Chain: a blake2b over the last 16 lines once every 16 lines) and store it in
-the tape's file through its shared mapping (tapefile.TapeFile: the line, then its newline; no
-system call but a page fault every 4 KiB and a new window every 256 KiB). A store into a shared
-mapping survives a SIGKILL as a write(2) does, so every completed firing is still on the tape.
-Each part is timed alone (best of a few runs), the write(2) a line that format 6 made beside the
-store, and all of them together through the real writer (writer.TapeWriter.fired), so that the
-bench's "recording costs" figure can be held against it: what the engine spends beyond this floor
-is the engine's (its state check, the step's sizes, the calls between), not the format's.
+(digests.taken_hex: blake2b over the encoding, the format's rule, without the canonical check a
+plain scalar cannot need), fill in its line's format (lines.py: one bytes `%` with what changes
+from firing to firing; the very bytes msgspec gives for the record), seal the line into the hash
+chain (chain.Chain: a blake2b over the last 16 lines once every 16 lines) and store it in the
+tape's file through its shared mapping (tapefile.TapeFile: the line, then its newline; no system
+call but a page fault every 4 KiB and a new window every 256 KiB). A store into a shared mapping
+survives a SIGKILL as a write(2) does, so every completed firing is still on the tape. Each part
+is timed alone (best of a few runs), the write(2) a line that format 6 made beside the store, and
+all of them together through the real writer (writer.TapeWriter.simple, as the engine calls it),
+so that the bench's "recording costs" figure can be held against it: what the engine spends
+beyond this floor is the engine's (its state check, the step's count and round, the calls
+between), not the format's.
 
     python bench/floor.py [FIRINGS]    # first word of the output: microseconds per firing
 """
@@ -26,17 +27,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
 from flowtape.chain import Chain
-from flowtape.digests import digest_taken
-from flowtape.tape import SimpleFiring
+from flowtape.digests import taken_hex
+from flowtape.lines import line_format
 from flowtape.tapefile import TapeFile
 from flowtape.values import encode
 from flowtape.writer import TapeWriter
 from msgspec import Raw
 
 REPS = 3
-_encode = msgspec.json.Encoder().encode
+LINE = line_format("s1", 1, 2)  # a chain actor's: one token taken from queue 1, one put into queue 2
 
 
 def _best(run: Callable[[int], None], firings: int) -> float:
@@ -49,17 +49,16 @@ def _best(run: Callable[[int], None], firings: int) -> float:
     return best / firings * 1e6
 
 
-def _record(i: int, token: Raw, digest: str) -> SimpleFiring:
-    """A chain firing's record as the engine hands it to the writer (seq and round as the step's)."""
-    return SimpleFiring(step=i, seq=i, actor="s1", fireCount=i, consumed=[(1, 1, digest)], produced=[(2, [token])],
-                        sizes=[0, 1], round=0, at=1000 + i, dur=7)
+def _line(i: int, token: Raw, digest: bytes) -> bytes:
+    """A chain firing's line as the engine fills it in (seq and round as the step's, no state)."""
+    return LINE % (i, b"", i, digest, token, 0, 1, b"", 1000 + i, 7, b"")
 
 
 def pieces(firings: int, tmp: Path) -> dict[str, float]:
     """Each part of recording a firing, timed alone (microseconds per firing)."""
     token = Raw(encode(7))
-    digest = digest_taken(7, token)
-    line = _encode(_record(firings, token, digest))
+    digest = taken_hex(7, token)
+    line = _line(firings, token, digest)
 
     def tokens(n: int) -> None:
         for i in range(n):
@@ -67,11 +66,11 @@ def pieces(firings: int, tmp: Path) -> dict[str, float]:
 
     def digests(n: int) -> None:
         for _ in range(n):
-            digest_taken(7, token)
+            taken_hex(7, token)
 
     def lines(n: int) -> None:
         for i in range(n):
-            _encode(_record(i, token, digest))
+            _line(i, token, digest)
 
     def sealed(n: int) -> None:
         chain = Chain()
@@ -93,7 +92,7 @@ def pieces(firings: int, tmp: Path) -> dict[str, float]:
             os.close(fd)
 
     return {"encode the token": _best(tokens, firings), "digest the token taken": _best(digests, firings),
-            "build and encode the line": _best(lines, firings), "seal it into the chain": _best(sealed, firings),
+            "fill in the line's format": _best(lines, firings), "seal it into the chain": _best(sealed, firings),
             "store it through the mapping": _best(stores, firings), "(format 6: write(2) it)": _best(writes, firings)}
 
 
@@ -104,7 +103,7 @@ def recorder_floor(firings: int, tmp: Path) -> float:
         writer = TapeWriter(tmp / f"floor-{time.monotonic_ns()}.jsonl")
         for i in range(1, n + 1):
             token = Raw(encode(i))
-            writer.fired(_record(i, token, digest_taken(i, token)))
+            writer.simple(_line(i, token, taken_hex(i, token)), i, 0)
         writer.close()
 
     return _best(record_all, firings)

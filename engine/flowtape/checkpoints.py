@@ -27,10 +27,10 @@ def checkpoint_due(engine: Engine) -> Checkpoint | None:
     tape = engine.tape
     written, size = engine._checkpointed
     if tape is None or not engine.can_checkpoint:
-        engine._checkpoint_due = 1 << 62
+        engine.checkpoint_at = 1 << 62
         return None
     if tape.written - written < CHECKPOINT_GROWTH * size:
-        engine._checkpoint_due = engine.steps + 64  # the tape grows slowly: look again later
+        engine.checkpoint_at = engine.steps + 64  # the tape grows slowly: look again later
         return None
     if engine.loops_mid or engine.top.in_flight > 1:
         return None  # at the next step, then
@@ -57,5 +57,5 @@ def checkpoint_due(engine: Engine) -> Checkpoint | None:
     engine.chats_since = {}
     size = sum(len(t) for _, tokens in queues for t in tokens) + sum(len(bytes(s)) for _, s in checkpoint.states)
     engine._checkpointed = (tape.written, 256 + size)
-    engine._checkpoint_due = engine.steps + CHECKPOINT_STEPS
+    engine.checkpoint_at = engine.steps + CHECKPOINT_STEPS
     return checkpoint

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _NONE_ENC = Raw(encode(None))
 
 
-def fire_subflow(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
+def fire_subflow(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: int) -> None:
     """A nested workflow: its inputs go to the child's queues, then the child runs to quiescence."""
     actor.static_used = True
     produced: dict[int, tuple[Queue, list[Item]]] = {}
@@ -83,7 +83,7 @@ def _commit_start(
             engine.loops_mid.discard(actor.path)
     engine._write(engine._firing_record(actor, fire_count, takes, produced, ctx, covered and not again))
 
-def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: float) -> None:
+def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: int) -> None:
     if ctx is None and not engine.halted:
         engine.last_taken = inner.taken
         engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start))
@@ -97,7 +97,7 @@ def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:
             continue
         takes, produced, branch = started
         fire_count = actor.fire_count + 1
-        start = time.perf_counter()
+        start = time.perf_counter_ns()
         inner = ctx or _context(actor, fire_count)
         me = threading.current_thread()
         owner = engine.exclusive

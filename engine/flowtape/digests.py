@@ -5,6 +5,7 @@ a firing took (`digest_taken`), which skips the canonical steps where they canno
 from __future__ import annotations
 
 import hashlib
+from binascii import hexlify
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,11 +51,12 @@ _PLAIN = frozenset({int, str, bool, type(None)})
 _OPENED = hashlib.blake2b(b"[", digest_size=8)  # (copied: what every digest of a list starts with)
 
 
-def digest_taken(value: Any, raw: Raw) -> str:
-    """`digest_one(raw)`, where `raw` is `value`'s encoding (the engine holds both)."""
+def taken_hex(value: Any, raw: Raw) -> bytes:
+    """`digest_one(raw)`, as ASCII bytes (what a line's format takes), where `raw` is `value`'s
+    encoding (the engine holds both)."""
     if type(value) not in _PLAIN:
-        return digest_one(raw)
+        return digest_one(raw).encode()
     hasher = _OPENED.copy()
     hasher.update(raw)
     hasher.update(b"]")
-    return hasher.hexdigest()
+    return hexlify(hasher.digest())

@@ -121,6 +121,7 @@ class Actor:
     pools: dict[str, Any] = field(default_factory=dict)  # a composite's pools, by branch
     replay: Any = None  # the recorded firings this actor still has to replay
     answer: dict[str, Any] | None = None  # an agent's next answer, edited by a fork (fork.py): given, not asked
+    formats: dict[tuple[int, int], bytes] = field(default_factory=dict)  # its simple firings' line formats, by queues taken from and put into (lines.py)
 
     # The node's, copied once: the scheduler reads them for every firing, and a property's call
     # costs more than what it returns.

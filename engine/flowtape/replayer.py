@@ -96,7 +96,7 @@ def _another_action(engine: Engine, actor: Actor, entry: Any) -> str | None:
     return f"another action is ready now: {action.name}, taking from " + ", ".join(actor.inputs[p].id for p in action.consumes)
 
 
-def commit_replayed(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
+def commit_replayed(engine: Engine, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: int) -> None:
     """A replayed firing puts the recorded tokens and restores the recorded state and chat."""
     entry = plan.entry
     if entry.state is not None:

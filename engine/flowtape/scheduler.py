@@ -24,17 +24,17 @@ from msgspec import Raw
 
 from . import checkpoints
 from .agents import Agents
-from .checkpoints import checkpoint_due
 from .composites import fire_control, fire_subflow
-from .digests import digest, digest_taken
+from .digests import digest
 from .errors import FiringStopped
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Plan, give_back, select
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
+from .recording import write_record, write_simple
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
-from .tape import Diverged, Firing, SimpleFiring, Step, touched_queues
+from .tape import Diverged, Firing, Step
 from .usage import ModelCall, Tally
 from .values import NotEncodable, encode
 from .writer import TapeWriter
@@ -96,10 +96,10 @@ class Engine:
     # Slots keep every attribute load in the firing loop a fast one: past 30 attributes, a plain
     # instance falls back to a dict, which cost 4% of an untaped firing.
     __slots__ = (
-        "_by_id", "_checkpoint_due", "_checkpointed", "_digest", "_digest_of", "_wake", "agents", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions",
+        "_by_id", "_checkpointed", "_wake", "agents", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions", "checkpoint_at",
         "cond", "covered", "diverged", "exclusive", "executor", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
-        "live_queues", "stop_requested", "t0", "tally", "tape", "top", "unfinished", "unreplayable", "work_dir",
+        "live_queues", "stop_requested", "t0", "taken_digest", "taken_token", "tally", "tape", "top", "unfinished", "unreplayable", "work_dir",
     )
 
     def __init__(
@@ -137,7 +137,7 @@ class Engine:
         self.seq = 0
         self.steps = 0
         self.firings = 0
-        self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter_ns()  # (the clock of a record's `at` and `dur`: integers, as they are written)
         self.failure: Failure | None = None
         self.last_round = 0  # the last step's round
         self.rounds: dict[str, int] = {}  # each top-level actor's last step's round, when not 0 (see Checkpoint)
@@ -154,13 +154,13 @@ class Engine:
         self.loops_mid: set[str] = set()  # loops between two items: no checkpoint then
         self.can_checkpoint = True  # until a firing cannot be replayed
         self._checkpointed = (0, 0)  # tape bytes at the latest checkpoint, and its size
-        self._checkpoint_due = checkpoints.CHECKPOINT_STEPS
+        self.checkpoint_at = checkpoints.CHECKPOINT_STEPS
         self.outputs_checkpointed = {q.index: 0 for q in net.outputs.values()}  # tokens in each output then
         self._wake = False
         # The token last digested and its digest: its consumers' firings follow one another in a
         # round, and holding it keeps its id from being reused while it is compared by identity.
-        self._digest_of: Any = None
-        self._digest = ""
+        self.taken_token: Any = None  # the last token a simple firing took, and its digest (recording.py)
+        self.taken_digest = b""
         self.top = Pool(net.top)
         self._by_id = {id(a): a for a in net.actors}
         for actor in net.actors:
@@ -330,7 +330,7 @@ class Engine:
         actor.running = True
         pool.in_flight += 1
         fire_count = actor.fire_count + 1
-        start = time.perf_counter()
+        start = time.perf_counter_ns()
         try:
             if plan.entry is not None:
                 commit_replayed(self, actor, plan, fire_count, ctx, start)
@@ -347,7 +347,7 @@ class Engine:
                 self._wake = False
                 self.cond.notify_all()
 
-    def _fire_live(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: float) -> None:
+    def _fire_live(self, actor: Actor, plan: Plan, fire_count: int, ctx: Context | None, start: int) -> None:
         # Inside a loop or if nothing else may fire anyway: letting go of the lock would only
         # let idle workers wake up to find that out, once per firing. (And see QUICK_ACTION.)
         release = self.exclusive is None and not actor.quick
@@ -445,7 +445,7 @@ class Engine:
         state: Raw | None,
         chat: Raw | None,
         ctx: Context | None,
-        start: float,
+        start: int,
         replayed: bool,
         not_replayable: str | None = None,
         digests: list[tuple[int, int, str]] | None = None,
@@ -468,76 +468,10 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        # (Written out for the usual firings, one token in and one out, or a source's one out: this
-        # runs for every firing, and each line or call saved is a measurable part of what the tape
-        # costs. `sizes` is the step's, used at the top level only.)
-        sizes: list[int] = []
-        if digests is None and len(produced) == 1 and len(takes) < 2 and len(produced[0][1]) == 1:
-            q_out, out = produced[0]
-            encoded = [(q_out.index, [out[0][1]])]
-            if not takes:
-                consumed = []
-                sizes = [len(q_out.items)]
-            else:
-                q_in, taken = takes[0]
-                if len(taken) == 1 and q_in is not q_out:
-                    value, token = taken[0]
-                    if token is not self._digest_of:  # (a token fanned out is one object in each queue: digested once)
-                        self._digest = digest_taken(value, token)
-                        self._digest_of = token
-                    consumed = [(q_in.index, 1, self._digest)]
-                    sizes = [len(q_in.items), len(q_out.items)] if q_in.index < q_out.index else [len(q_out.items), len(q_in.items)]
-                else:
-                    consumed = [(q_in.index, len(taken), digest([e for _, e in taken]))]
-        else:
-            consumed = digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
-            encoded = [(q.index, [e for _, e in items]) for q, items in produced]
-        record: Firing | SimpleFiring
-        simple: SimpleFiring | None = None
-        if ctx is None:  # a top-level firing: it and its step go on one line
-            self.last_taken = takes
-            if not sizes:
-                queues = self.net.queues
-                sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
-            self.steps += 1  # (the step counted as _count_step counts a composite's)
-            round_ = self.last_round = (actor.turn or 1) - 1 if pool is self.top else 0  # (max(turn - 1, 0) without a call)
-            if round_:
-                self.rounds[actor.path] = round_
-            now = time.perf_counter()
-            if self.on_step is not None:
-                self.on_step(self.steps, self.firings, actor.path)
-            self.last_step_seq = self.seq
-            record = simple = SimpleFiring(
-                replayed=replayed, step=self.steps, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
-                produced=encoded, sizes=sizes, round=round_, at=int((start - self.t0) * 1e6), dur=int((now - start) * 1e6),
-            )
-        else:
-            record = Firing(
-                replayed=replayed, seq=self.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
-                produced=encoded, within=(ctx.actor.path, ctx.fire_count),
-                at=int((start - self.t0) * 1e6), dur=int((time.perf_counter() - start) * 1e6),
-            )
-        if not_replayable:
-            record.notReplayable = not_replayable
-            self.can_checkpoint = False
-            count, reason = self.unreplayable.get(actor.path, (0, not_replayable))
-            self.unreplayable[actor.path] = (count + 1, reason)
-        if state is not None:
-            record.state = state
-        if calls:
-            record.calls = calls
-        if chat is not None:
-            record.chat = chat
-            self.chats_since.setdefault(actor.path, []).append(chat)
-        if simple is not None:  # (the record, typed without an isinstance's call)
-            self.tape.fired(simple, checkpoint_due(self) if self.steps >= self._checkpoint_due else None)
-        elif ctx is not None:  # (always, then: a nested firing)
-            ctx.taken.extend(takes)
-            ctx.touched.update(q for q, _ in takes)
-            ctx.touched.update(q for q, _ in produced)
-            if not replayed:
-                ctx.any_live = True
-            self._write(record)
+        if digests is None and chat is None and not calls and not not_replayable and len(takes) < 2 and len(produced) < 2:
+            if write_simple(self, actor, fire_count, takes, produced, state, ctx, start):  # (live: a replay has its digests)
+                return
+        write_record(self, actor, fire_count, takes, produced, state, chat, ctx, start, replayed, not_replayable, digests, calls)
 
     def _put(self, produced: list[tuple[Queue, list[Item]]]) -> None:
         for q, items in produced:
@@ -565,7 +499,7 @@ class Engine:
             replayed=replayed,
         )
 
-    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: float) -> Step:
+    def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: int) -> Step:
         """A composite's step record: it follows the firings it ran, so it names its own."""
         step, round_, at, dur = self._count_step(actor, start)
         return Step(
@@ -573,17 +507,17 @@ class Engine:
             at=at, dur=dur, actor=actor.path, fireCount=fire_count, journalSeq=self.seq,
         )
 
-    def _count_step(self, actor: Actor, start: float) -> tuple[int, int, int, int]:
+    def _count_step(self, actor: Actor, start: int) -> tuple[int, int, int, int]:
         """Count a step: its number, its round, when it began and its duration (microseconds)."""
         self.steps += 1
         self.last_round = max(actor.turn - 1, 0) if actor.pool is self.top else 0  # the round it was chosen in
         if self.last_round:
             self.rounds[actor.path] = self.last_round
-        now = time.perf_counter()
+        now = time.perf_counter_ns()
         if self.on_step is not None:
             self.on_step(self.steps, self.firings, actor.path)
         self.last_step_seq = self.seq
-        return self.steps, self.last_round, int((start - self.t0) * 1e6), int((now - start) * 1e6)
+        return self.steps, self.last_round, (start - self.t0) // 1000, (now - start) // 1000
 
     def _write(self, *records: Any) -> None:
         if self.tape is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
-from .chain import Chain, mark_line, mark_replayed
+from .chain import COVERED_LINES, Chain, mark_line, mark_replayed
 from .delta import EDIT_FROM, Edit, edit_between
 from .tape import NO_STATE, Checkpoint, Firing, SimpleFiring, Step
 from .tapefile import TapeFile
@@ -29,8 +29,8 @@ class TapeWriter:
         self._file = TapeFile(path, durable)
         self._line = self._file.line
         self._chain = Chain()
-        self._step = 0  # the number of the last step written: a firing's seq one past it is left out
-        self._round = 0  # and its round: a step of the same round leaves it out
+        self.step = 0  # the number of the last step written: a firing's seq one past it is left out
+        self.round = 0  # and its round: a step (or a simple firing's line, lines.py) of the same round leaves it out
         self._states: dict[str, Raw] = {}  # each actor's last state written: the next may be an edit of it
         self._lock = threading.Lock()
         self.closed = False
@@ -55,11 +55,11 @@ class TapeWriter:
         with self._lock:
             if self.closed:
                 return
-            self._step = record.step
-            if record.round == self._round:
+            self.step = record.step
+            if record.round == self.round:
                 record.round = -1
             else:
-                self._round = record.round
+                self.round = record.round
             if record.seq == record.step:
                 record.seq = 0
             if record.state:
@@ -82,19 +82,52 @@ class TapeWriter:
             if checkpoint is not None:
                 self._line(self._seal(checkpoint))
 
+    def simple(self, line: bytes, step: int, round_: int) -> None:
+        """Write a simple firing's line built by lines.py, at step `step` of round `round_` (a
+        nested firing's: the writer's own). Called with the engine's lock held, as every firing's
+        record is written: the writer's own lock would only cost its time. (Written out in one
+        call, as `fired` is.)"""
+        if self.closed:
+            return
+        self.step = step
+        self.round = round_
+        pending = self._chain.pending
+        if len(pending) < COVERED_LINES:
+            pending.append(line)
+        else:
+            line = self._chain.sealed(line)
+        store = self._file.store
+        try:
+            store(line)
+        except ValueError:
+            self._line(line)
+        else:
+            try:
+                store(b"\n")
+            except ValueError:
+                self._line(b"")
+            if self.durable:
+                self._file.sync()
+
+    def state_part(self, actor: str, state: Raw) -> bytes:
+        """A simple firing's line's state field (lines.py): the state whole, or as an edit of the
+        actor's last one."""
+        edit = self._edit_of(actor, state)
+        return b',"state":' + state if edit is None else b',"stateEdit":' + _encode(edit)
+
     def _seal(self, record: msgspec.Struct) -> bytes:
         kind = type(record)
         if kind is Step:
             assert isinstance(record, Step)
-            self._step = record.step
-            if record.round != self._round:
-                self._round = record.round
+            self.step = record.step
+            if record.round != self.round:
+                self.round = record.round
             else:  # the same round as the last step: left out
                 record.round = -1
                 try:
                     return self._chain.sealed(_encode(record))
                 finally:
-                    record.round = self._round
+                    record.round = self.round
         elif kind is Firing:
             assert isinstance(record, Firing)
             state = record.state
@@ -111,7 +144,7 @@ class TapeWriter:
 
     def _seal_firing(self, record: Firing) -> bytes:
         seq = record.seq
-        if seq != self._step + 1:
+        if seq != self.step + 1:
             return self._chain.sealed(_encode(record))
         record.seq = 0
         try:
@@ -152,7 +185,7 @@ class TapeWriter:
         """After a copied prefix: the step and round its last step had (what later records leave
         out), and each actor's last state in it (what later states may be edits of)."""
         with self._lock:
-            self._step, self._round = step, round_
+            self.step, self.round = step, round_
             self._states.update(states)
 
     def close(self) -> None:

@@ -1,0 +1,149 @@
+"""What a committed firing writes on the tape: its line, built by its format when it has a simple
+shape (lines.py, most firings), else its record's Struct; and the step a top-level firing is.
+
+Both run for every firing of a taped run, with the engine's lock held, so they are written out
+for speed: each attribute load and call saved here is a measurable part of what the tape costs
+(docs/tape-format.md, *What the tape costs*)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from msgspec import Raw
+
+from .checkpoints import checkpoint_due
+from .digests import digest, taken_hex
+from .lines import line_format
+from .network import Actor, Item, Queue
+from .tape import Firing, SimpleFiring, touched_queues
+from .usage import ModelCall
+
+if TYPE_CHECKING:
+    from .scheduler import Context, Engine
+
+
+def write_simple(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],
+                 produced: list[tuple[Queue, list[Item]]], state: Raw | None, ctx: Context | None, start: int) -> bool:
+    """Write the line of a live firing that took at most one token and put at most one, with no
+    chat, calls or problem (the caller checked those), and count its step; False, having done
+    nothing, for a firing of another shape."""
+    q_in = None
+    took: bytes | Raw = b""  # (what a shape without a take or a put writes nothing of)
+    put: bytes | Raw = b""
+    size_in: int | bytes = b""
+    size_out: int | bytes = b""
+    i = o = -1
+    if takes:
+        q_in, taken = takes[0]
+        if len(taken) != 1:
+            return False
+        value, token = taken[0]
+        if token is not engine.taken_token:  # (a token fanned out is one object in each queue: digested once)
+            engine.taken_digest = taken_hex(value, token)
+            engine.taken_token = token
+        took, size_in, i = engine.taken_digest, len(q_in.items), q_in.index
+    if produced:
+        q_out, out = produced[0]
+        if len(out) != 1 or q_out is q_in:
+            return False
+        put, size_out, o = out[0][1], len(q_out.items), q_out.index
+    elif q_in is None:
+        return False
+    line = actor.formats.get((i, o)) or _format(actor, i, o, ctx)
+    tape = engine.tape
+    assert tape is not None
+    state_part = tape.state_part(actor.path, state) if state is not None else b""
+    seq = engine.seq
+    if ctx is not None:  # a nested firing: its top-level firing's step says what it touched
+        ctx.taken.extend(takes)
+        ctx.touched.update([q for q, _ in takes] + [q for q, _ in produced])
+        ctx.any_live = True
+        tape.simple(line % (b"" if seq == tape.step + 1 else b',"seq":%d' % seq, fire_count, took, put, state_part,
+                            ctx.fire_count, (start - engine.t0) // 1000, (time.perf_counter_ns() - start) // 1000),
+                    tape.step, tape.round)
+        return True
+    engine.last_taken = takes
+    steps = engine.steps = engine.steps + 1
+    round_ = engine.last_round = (actor.turn or 1) - 1 if actor.pool is engine.top else 0  # (max(turn - 1, 0) without a call)
+    if round_:
+        engine.rounds[actor.path] = round_
+    now = time.perf_counter_ns()
+    if engine.on_step is not None:
+        engine.on_step(steps, engine.firings, actor.path)
+    engine.last_step_seq = seq
+    a, b = (size_in, size_out) if i < o else (size_out, size_in)  # (in the queues' order; one lacking goes first)
+    tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, took, put, a, b,
+                        b"" if round_ == tape.round else b',"r":%d' % round_, (start - engine.t0) // 1000,
+                        (now - start) // 1000, state_part), steps, round_)
+    if steps >= engine.checkpoint_at:
+        checkpoint = checkpoint_due(engine)
+        if checkpoint is not None:
+            tape.write(checkpoint)
+    return True
+
+
+def _format(actor: Actor, q_in: int, q_out: int, ctx: Context | None) -> bytes:
+    """The actor's format for a shape (-1: no queue), made at its first firing of that shape."""
+    made = actor.formats[q_in, q_out] = line_format(
+        actor.path, q_in if q_in >= 0 else None, q_out if q_out >= 0 else None, ctx.actor.path if ctx is not None else None
+    )
+    return made
+
+
+def write_record(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],
+                 produced: list[tuple[Queue, list[Item]]], state: Raw | None, chat: Raw | None, ctx: Context | None,
+                 start: int, replayed: bool, not_replayable: str | None, digests: list[tuple[int, int, str]] | None,
+                 calls: list[ModelCall] | None) -> None:
+    """Write any committed firing's record by its Struct (and count its step, at the top level):
+    a replayed one (`digests`: what it took, as recorded), one of many tokens, with a chat or
+    model calls, or one the tape cannot replay."""
+    consumed = digests if digests is not None else [(q.index, len(items), digest([e for _, e in items])) for q, items in takes]
+    encoded = [(q.index, [e for _, e in items]) for q, items in produced]
+    tape = engine.tape
+    assert tape is not None
+    record: Firing | SimpleFiring
+    simple: SimpleFiring | None = None
+    if ctx is None:  # a top-level firing: it and its step go on one line
+        engine.last_taken = takes
+        queues = engine.net.queues
+        sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
+        engine.steps += 1  # (the step counted as _count_step counts a composite's)
+        round_ = engine.last_round = (actor.turn or 1) - 1 if actor.pool is engine.top else 0
+        if round_:
+            engine.rounds[actor.path] = round_
+        now = time.perf_counter_ns()
+        if engine.on_step is not None:
+            engine.on_step(engine.steps, engine.firings, actor.path)
+        engine.last_step_seq = engine.seq
+        record = simple = SimpleFiring(
+            replayed=replayed, step=engine.steps, seq=engine.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+            produced=encoded, sizes=sizes, round=round_, at=(start - engine.t0) // 1000, dur=(now - start) // 1000,
+        )
+    else:
+        record = Firing(
+            replayed=replayed, seq=engine.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+            produced=encoded, within=(ctx.actor.path, ctx.fire_count),
+            at=(start - engine.t0) // 1000, dur=(time.perf_counter_ns() - start) // 1000,
+        )
+    if not_replayable:
+        record.notReplayable = not_replayable
+        engine.can_checkpoint = False
+        count, reason = engine.unreplayable.get(actor.path, (0, not_replayable))
+        engine.unreplayable[actor.path] = (count + 1, reason)
+    if state is not None:
+        record.state = state
+    if calls:
+        record.calls = calls
+    if chat is not None:
+        record.chat = chat
+        engine.chats_since.setdefault(actor.path, []).append(chat)
+    if simple is not None:  # (the record, typed without an isinstance's call)
+        tape.fired(simple, checkpoint_due(engine) if engine.steps >= engine.checkpoint_at else None)
+    elif ctx is not None:  # (always, then: a nested firing)
+        ctx.taken.extend(takes)
+        ctx.touched.update(q for q, _ in takes)
+        ctx.touched.update(q for q, _ in produced)
+        if not replayed:
+            ctx.any_live = True
+        tape.write(record)

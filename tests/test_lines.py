@@ -1,0 +1,97 @@
+"""A firing's line built by its format (lines.py) is the line its record's Struct gives, byte for
+byte: in every shape the formats take (a take and a put, either alone, state whole or as an edit,
+seq and round written or left out), at the top level and inside loops, ifs and nested workflows;
+and a tape written with them tells the very story the Structs' path writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from flowtape import scheduler
+from flowtape.lines import line_format
+from flowtape.loader import load_module
+from flowtape.runner import execute
+from flowtape.tape import Firing, SimpleFiring, Step, decode_written, encode_record, read_tape
+from flowtape.verify import verify_run
+from msgspec import Raw
+
+FLOWS = Path(__file__).parent / "flows"
+CASES = [("scopes.py", "loop_body"), ("scopes.py", "if_branch"), ("scopes.py", "nested"), ("scopes.py", "deep"),
+         ("growing.py", "main"), ("growing.py", "two"), ("chain.py", "main")]
+
+
+def _line(line_format: bytes, *fields: object) -> bytes:
+    return line_format % fields
+
+
+@pytest.mark.parametrize("name", ["s1", "a%d", 'say "hi"', "é/ü"])
+def test_each_shape_at_the_top_level_is_the_structs_line(name):
+    state = Raw(b'{"i":3}')
+    cases = [  # (q_in, q_out, sizes as given in queue-index order, the record)
+        (1, 2, (0, 4), dict(consumed=[(1, 1, "0123456789abcdef")], produced=[(2, [Raw(b"7")])], sizes=[0, 4])),
+        (5, 2, (4, 0), dict(consumed=[(5, 1, "0123456789abcdef")], produced=[(2, [Raw(b"7")])], sizes=[4, 0])),
+        (None, 2, (4,), dict(produced=[(2, [Raw(b"7")])], sizes=[4])),
+        (3, None, (1,), dict(consumed=[(3, 1, "0123456789abcdef")], sizes=[1])),
+    ]
+    for q_in, q_out, sizes, fields in cases:
+        formats = line_format(name, q_in, q_out)
+        size_of = dict(zip(sorted(q for q in (q_in, q_out) if q is not None), sizes, strict=True))
+        size_in, size_out = size_of.get(q_in, b""), size_of.get(q_out, b"")
+        in_first = (q_in if q_in is not None else -1) < (q_out if q_out is not None else -1)  # (one lacking goes first)
+        ordered = (size_in, size_out) if in_first else (size_out, size_in)
+        took = b"0123456789abcdef" if q_in is not None else b""
+        put = Raw(b"7") if q_out is not None else b""
+        for seq, round_, with_state in [(0, -1, False), (9, 2, True), (0, 0, True)]:
+            record = SimpleFiring(step=8, seq=seq, actor=name, fireCount=3, round=round_, at=120, dur=4, **fields)
+            if with_state:
+                record.state = state
+            line = _line(formats, 8, b',"seq":%d' % seq if seq else b"", 3, took, put, *ordered,
+                         b',"r":%d' % round_ if round_ >= 0 else b"", 120, 4, b',"state":' + state if with_state else b"")
+            assert line == msgspec.json.encode(record), (q_in, q_out, seq, round_)
+
+
+@pytest.mark.parametrize("name", ["a", "a%s", 'q"x'])
+def test_each_shape_inside_a_composite_is_the_structs_line(name):
+    for q_in, q_out in [(1, 2), (None, 2), (3, None)]:
+        formats = line_format(name, q_in, q_out, within="lp%")
+        consumed = [(q_in, 1, "0123456789abcdef")] if q_in is not None else []
+        produced = [(q_out, [Raw(b'"x"')])] if q_out is not None else []
+        for seq, state in [(0, None), (12, Raw(b'{"total":2}'))]:
+            record = Firing(seq=seq, actor=name, fireCount=2, consumed=consumed, produced=produced, within=("lp%", 4), at=7, dur=1)
+            if state is not None:
+                record.state = state
+            line = _line(formats, b',"seq":%d' % seq if seq else b"", 2, b"0123456789abcdef" if q_in is not None else b"",
+                         Raw(b'"x"') if q_out is not None else b"", b',"state":' + state if state is not None else b"", 4, 7, 1)
+            assert line == msgspec.json.encode(record), (q_in, q_out, seq)
+
+
+def _story(path: Path) -> list[object]:
+    """The tape's firings and steps, without what differs from run to run (times, hashes)."""
+    told: list[object] = []
+    for line in read_tape(path).lines:
+        record = line.record
+        if isinstance(record, (Firing, Step)):
+            told.append(msgspec.structs.replace(record, at=0, dur=0, h=""))
+    return told
+
+
+@pytest.mark.parametrize(("file", "workflow"), CASES)
+def test_a_tape_written_by_formats_tells_what_the_structs_tell(file, workflow, tmp_path, monkeypatch):
+    monkeypatch.setenv("FT_LOG", str(tmp_path / "log.txt"))  # (scopes.py notes each live call there)
+    module = load_module(FLOWS / file)
+    fast = execute(getattr(module, workflow), max_workers=1, runs_dir=tmp_path / "fast")
+    with monkeypatch.context() as patch:  # every firing by its Struct: the path lines.py stands in for
+        refused: list[object] = []
+        patch.setattr(scheduler, "write_simple", lambda *args: refused.append(args[1]))  # (None: not written)
+        slow = execute(getattr(module, workflow), max_workers=1, runs_dir=tmp_path / "slow")
+    assert refused  # (the engine asked the patched one: the slow tape is the Structs')
+    assert fast.status == slow.status == "succeeded"
+    assert _story(fast.run_dir / "tape.jsonl") == _story(slow.run_dir / "tape.jsonl")
+    raw = (fast.run_dir / "tape.jsonl").read_bytes().splitlines()
+    formatted = [line for line in raw if line.startswith((b'{"t":"F"', b'{"t":"f"'))]
+    assert formatted
+    for line in formatted:  # what msgspec writes for the record the line holds: the same bytes
+        assert encode_record(decode_written(line)) == line
+    verify_run(fast.run_dir)  # (raises on a broken rule)
