@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from flowtape import scheduler
-from flowtape.lines import line_format
+from flowtape.lines import line_format, spread_format
 from flowtape.loader import load_module
 from flowtape.runner import execute
 from flowtape.tape import Firing, SimpleFiring, Step, decode_written, encode_record, read_tape
@@ -18,8 +18,9 @@ from flowtape.verify import verify_run
 from msgspec import Raw
 
 FLOWS = Path(__file__).parent / "flows"
-CASES = [("scopes.py", "loop_body"), ("scopes.py", "if_branch"), ("scopes.py", "nested"), ("scopes.py", "deep"),
-         ("growing.py", "main"), ("growing.py", "two"), ("chain.py", "main")]
+CASES = [("scopes.py", "loop_body", None), ("scopes.py", "if_branch", None), ("scopes.py", "nested", None),
+         ("scopes.py", "deep", None), ("growing.py", "main", None), ("growing.py", "two", None), ("chain.py", "main", None),
+         ("shapes.py", "main", None), ("shapes.py", "looped", None), ("shapes.py", "countdown", {"In": 3})]
 
 
 def _line(line_format: bytes, *fields: object) -> bytes:
@@ -67,6 +68,23 @@ def test_each_shape_inside_a_composite_is_the_structs_line(name):
             assert line == msgspec.json.encode(record), (q_in, q_out, seq)
 
 
+@pytest.mark.parametrize("within", [None, "lp"])
+def test_a_firing_of_many_queues_is_the_structs_line(within):
+    takes, puts = (4, 2, 9), (7, 3)
+    consumed = [(4, 1, "aaaaaaaaaaaaaaaa"), (2, 2, "bbbbbbbbbbbbbbbb"), (9, 1, "cccccccccccccccc")]
+    produced = [(7, [Raw(b"1")]), (3, [Raw(b'{"a":[1]}'), Raw(b"null")])]
+    fields = (1, b"aaaaaaaaaaaaaaaa", 2, b"bbbbbbbbbbbbbbbb", 1, b"cccccccccccccccc", Raw(b"1"), b'{"a":[1]},null')
+    line_of = spread_format("join%", takes, puts, within)
+    if within is None:
+        record = SimpleFiring(step=5, seq=6, actor="join%", fireCount=2, consumed=consumed, produced=produced,
+                              sizes=[0, 1, 0, 3, 0], at=9, dur=1)
+        line = line_of % (5, b',"seq":6', 2, *fields, 0, 1, 0, 3, 0, b"", 9, 1, b"")
+    else:
+        record = Firing(actor="join%", fireCount=2, consumed=consumed, produced=produced, within=("lp", 3), at=9, dur=1)
+        line = line_of % (b"", 2, *fields, b"", 3, 9, 1)
+    assert line == msgspec.json.encode(record)
+
+
 def _story(path: Path) -> list[object]:
     """The tape's firings and steps, without what differs from run to run (times, hashes)."""
     told: list[object] = []
@@ -77,15 +95,16 @@ def _story(path: Path) -> list[object]:
     return told
 
 
-@pytest.mark.parametrize(("file", "workflow"), CASES)
-def test_a_tape_written_by_formats_tells_what_the_structs_tell(file, workflow, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("file", "workflow", "inputs"), CASES)
+def test_a_tape_written_by_formats_tells_what_the_structs_tell(file, workflow, inputs, tmp_path, monkeypatch):
     monkeypatch.setenv("FT_LOG", str(tmp_path / "log.txt"))  # (scopes.py notes each live call there)
     module = load_module(FLOWS / file)
-    fast = execute(getattr(module, workflow), max_workers=1, runs_dir=tmp_path / "fast")
+    fast = execute(getattr(module, workflow), inputs, max_workers=1, runs_dir=tmp_path / "fast")
     with monkeypatch.context() as patch:  # every firing by its Struct: the path lines.py stands in for
         refused: list[object] = []
         patch.setattr(scheduler, "write_simple", lambda *args: refused.append(args[1]))  # (None: not written)
-        slow = execute(getattr(module, workflow), max_workers=1, runs_dir=tmp_path / "slow")
+        patch.setattr(scheduler, "write_spread", lambda *args: refused.append(args[1]))
+        slow = execute(getattr(module, workflow), inputs, max_workers=1, runs_dir=tmp_path / "slow")
     assert refused  # (the engine asked the patched one: the slow tape is the Structs')
     assert fast.status == slow.status == "succeeded"
     assert _story(fast.run_dir / "tape.jsonl") == _story(slow.run_dir / "tape.jsonl")

@@ -24,20 +24,40 @@ _encode = msgspec.json.encode
 _NOTHING = b"%.0s"  # a field the shape has no place for: taken, and nothing written
 
 
+def _name(text: str) -> bytes:
+    return _encode(text).replace(b"%", b"%%")
+
+
 def line_format(actor: str, q_in: int | None, q_out: int | None, within: str | None = None) -> bytes:
     """`actor`'s simple-firing format for one shape: taking from queue `q_in` and putting into
     `q_out` (None: not), at the top level (`within` None) or inside the firing of the top-level
     composite `within`."""
-
-    def name(text: str) -> bytes:
-        return _encode(text).replace(b"%", b"%%")
 
     top = within is None
     took = b',"%s":[[%d,1,"%%s"]]' % (b"c" if top else b"consumed", q_in) if q_in is not None else _NOTHING
     put = b',"%s":[[%d,[%%s]]]' % (b"p" if top else b"produced", q_out) if q_out is not None else _NOTHING
     if within is None:  # a SimpleFiring's line
         sizes = b"%d,%d" if q_in is not None and q_out is not None else _NOTHING + b"%d"
-        return b'{"t":"F","s":%d%s,"a":' + name(actor) + b',"n":%d' + took + put + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}'
+        return b'{"t":"F","s":%d%s,"a":' + _name(actor) + b',"n":%d' + took + put + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}'
     # a nested Firing's line: no sizes, no round (its step, a composite's, says them)
-    return (b'{"t":"f"%s,"actor":' + name(actor) + b',"fireCount":%d' + took + put
-            + b'%s,"within":[' + name(within) + b',%d],"at":%d,"dur":%d}')
+    return (b'{"t":"f"%s,"actor":' + _name(actor) + b',"fireCount":%d' + took + put
+            + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}')
+
+
+def spread_format(actor: str, takes: tuple[int, ...], puts: tuple[int, ...], within: str | None = None) -> bytes:
+    """`actor`'s format for a firing of several queues (a join, a fan-out) or several tokens of
+    one: taking from the queues `takes` and putting into `puts`, in their order in the record. Its
+    fields: as `line_format`'s, but each take's count and digest where a digest goes, each put's
+    tokens (encoded, comma-separated) where a token goes, and at the top level one size for each
+    queue touched, in the order of their indexes."""
+    top = within is None
+    took = b",".join(b'[%d,%%d,"%%s"]' % q for q in takes)
+    put = b",".join(b"[%d,[%%s]]" % q for q in puts)
+    consumed = b',"%s":[%s]' % (b"c" if top else b"consumed", took) if takes else b""
+    produced = b',"%s":[%s]' % (b"p" if top else b"produced", put) if puts else b""
+    if within is None:
+        sizes = b",".join([b"%d"] * len(set(takes) | set(puts)))
+        return (b'{"t":"F","s":%d%s,"a":' + _name(actor) + b',"n":%d' + consumed + produced
+                + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}')
+    return (b'{"t":"f"%s,"actor":' + _name(actor) + b',"fireCount":%d' + consumed + produced
+            + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}')

@@ -122,6 +122,7 @@ class Actor:
     replay: Any = None  # the recorded firings this actor still has to replay
     answer: dict[str, Any] | None = None  # an agent's next answer, edited by a fork (fork.py): given, not asked
     formats: dict[tuple[int, int], bytes] = field(default_factory=dict)  # its simple firings' line formats, by queues taken from and put into (lines.py)
+    spreads: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[bytes, list[Any]]] = field(default_factory=dict)  # and of many queues, with the queues touched (lines.py)
 
     # The node's, copied once: the scheduler reads them for every firing, and a property's call
     # costs more than what it returns.

@@ -14,7 +14,7 @@ from msgspec import Raw
 
 from .checkpoints import checkpoint_due
 from .digests import digest, taken_hex
-from .lines import line_format
+from .lines import line_format, spread_format
 from .network import Actor, Item, Queue
 from .tape import Firing, SimpleFiring, touched_queues
 from .usage import ModelCall
@@ -64,18 +64,10 @@ def write_simple(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
                     tape.step, tape.round)
         return True
     engine.last_taken = takes
-    steps = engine.steps = engine.steps + 1
-    round_ = engine.last_round = (actor.turn or 1) - 1 if actor.pool is engine.top else 0  # (max(turn - 1, 0) without a call)
-    if round_:
-        engine.rounds[actor.path] = round_
-    now = time.perf_counter_ns()
-    if engine.on_step is not None:
-        engine.on_step(steps, engine.firings, actor.path)
-    engine.last_step_seq = seq
+    steps, round_, at, dur = engine.count_step(actor, start)
     a, b = (size_in, size_out) if i < o else (size_out, size_in)  # (in the queues' order; one lacking goes first)
     tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, took, put, a, b,
-                        b"" if round_ == tape.round else b',"r":%d' % round_, (start - engine.t0) // 1000,
-                        (now - start) // 1000, state_part), steps, round_)
+                        b"" if round_ == tape.round else b',"r":%d' % round_, at, dur, state_part), steps, round_)
     if steps >= engine.checkpoint_at:
         checkpoint = checkpoint_due(engine)
         if checkpoint is not None:
@@ -89,6 +81,49 @@ def _format(actor: Actor, q_in: int, q_out: int, ctx: Context | None) -> bytes:
         actor.path, q_in if q_in >= 0 else None, q_out if q_out >= 0 else None, ctx.actor.path if ctx is not None else None
     )
     return made
+
+
+def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],
+                 produced: list[tuple[Queue, list[Item]]], state: Raw | None, ctx: Context | None, start: int) -> bool:
+    """`write_simple`, for a firing of several queues (a join, a fan-out) or several tokens of one;
+    False, having done nothing, for one that takes from a queue it puts into (or touches none)."""
+    key = (tuple([q.index for q, _ in takes]), tuple([q.index for q, _ in produced]))
+    found = actor.spreads.get(key)
+    if found is None:
+        touched = set(key[0]) | set(key[1])
+        if not touched or len(touched) != len(key[0]) + len(key[1]):
+            return False
+        found = actor.spreads[key] = (spread_format(actor.path, *key, ctx.actor.path if ctx is not None else None),
+                                      [engine.net.queues[i] for i in sorted(touched)])
+    line, touched_queues_ = found
+    fields: list[object] = []
+    for _, items in takes:
+        if len(items) == 1:
+            fields += (1, taken_hex(*items[0]))
+        else:
+            fields += (len(items), digest([e for _, e in items]).encode())
+    fields += [items[0][1] if len(items) == 1 else b",".join([e for _, e in items]) for _, items in produced]
+    tape = engine.tape
+    assert tape is not None
+    state_part = tape.state_part(actor.path, state) if state is not None else b""
+    seq = engine.seq
+    if ctx is not None:
+        ctx.taken.extend(takes)
+        ctx.touched.update([q for q, _ in takes] + [q for q, _ in produced])
+        ctx.any_live = True
+        tape.simple(line % (b"" if seq == tape.step + 1 else b',"seq":%d' % seq, fire_count, *fields, state_part,
+                            ctx.fire_count, (start - engine.t0) // 1000, (time.perf_counter_ns() - start) // 1000),
+                    tape.step, tape.round)
+        return True
+    engine.last_taken = takes
+    steps, round_, at, dur = engine.count_step(actor, start)
+    tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, *fields, *[len(q.items) for q in touched_queues_],
+                        b"" if round_ == tape.round else b',"r":%d' % round_, at, dur, state_part), steps, round_)
+    if steps >= engine.checkpoint_at:
+        checkpoint = checkpoint_due(engine)
+        if checkpoint is not None:
+            tape.write(checkpoint)
+    return True
 
 
 def write_record(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],
@@ -108,17 +143,10 @@ def write_record(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
         engine.last_taken = takes
         queues = engine.net.queues
         sizes = [len(queues[i].items) for i in touched_queues(consumed, encoded)]
-        engine.steps += 1  # (the step counted as _count_step counts a composite's)
-        round_ = engine.last_round = (actor.turn or 1) - 1 if actor.pool is engine.top else 0
-        if round_:
-            engine.rounds[actor.path] = round_
-        now = time.perf_counter_ns()
-        if engine.on_step is not None:
-            engine.on_step(engine.steps, engine.firings, actor.path)
-        engine.last_step_seq = engine.seq
+        steps, round_, at, dur = engine.count_step(actor, start)
         record = simple = SimpleFiring(
-            replayed=replayed, step=engine.steps, seq=engine.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
-            produced=encoded, sizes=sizes, round=round_, at=(start - engine.t0) // 1000, dur=(now - start) // 1000,
+            replayed=replayed, step=steps, seq=engine.seq, actor=actor.path, fireCount=fire_count, consumed=consumed,
+            produced=encoded, sizes=sizes, round=round_, at=at, dur=dur,
         )
     else:
         record = Firing(

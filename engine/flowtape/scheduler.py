@@ -30,7 +30,7 @@ from .errors import FiringStopped
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Plan, give_back, select
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
-from .recording import write_record, write_simple
+from .recording import write_record, write_simple, write_spread
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
@@ -468,8 +468,10 @@ class Engine:
                 if self.on_step is not None:
                     self.on_step(self.steps, self.firings, actor.path)
             return
-        if digests is None and chat is None and not calls and not not_replayable and len(takes) < 2 and len(produced) < 2:
-            if write_simple(self, actor, fire_count, takes, produced, state, ctx, start):  # (live: a replay has its digests)
+        if digests is None and chat is None and not calls and not not_replayable:  # (live: a replay has its digests)
+            if len(takes) < 2 and len(produced) < 2 and write_simple(self, actor, fire_count, takes, produced, state, ctx, start):
+                return
+            if write_spread(self, actor, fire_count, takes, produced, state, ctx, start):
                 return
         write_record(self, actor, fire_count, takes, produced, state, chat, ctx, start, replayed, not_replayable, digests, calls)
 
@@ -501,23 +503,23 @@ class Engine:
 
     def _step(self, actor: Actor, fire_count: int, replayed: bool, touched: set[Queue], start: int) -> Step:
         """A composite's step record: it follows the firings it ran, so it names its own."""
-        step, round_, at, dur = self._count_step(actor, start)
+        step, round_, at, dur = self.count_step(actor, start)
         return Step(
             step=step, replayed=replayed, queues=sorted([(q.index, len(q.items)) for q in touched]), round=round_,
             at=at, dur=dur, actor=actor.path, fireCount=fire_count, journalSeq=self.seq,
         )
 
-    def _count_step(self, actor: Actor, start: int) -> tuple[int, int, int, int]:
+    def count_step(self, actor: Actor, start: int) -> tuple[int, int, int, int]:
         """Count a step: its number, its round, when it began and its duration (microseconds)."""
-        self.steps += 1
-        self.last_round = max(actor.turn - 1, 0) if actor.pool is self.top else 0  # the round it was chosen in
-        if self.last_round:
-            self.rounds[actor.path] = self.last_round
+        steps = self.steps = self.steps + 1
+        round_ = self.last_round = (actor.turn or 1) - 1 if actor.pool is self.top else 0  # the round it was chosen in (max(turn - 1, 0) without a call)
+        if round_:
+            self.rounds[actor.path] = round_
         now = time.perf_counter_ns()
         if self.on_step is not None:
-            self.on_step(self.steps, self.firings, actor.path)
+            self.on_step(steps, self.firings, actor.path)
         self.last_step_seq = self.seq
-        return self.steps, self.last_round, (start - self.t0) // 1000, (now - start) // 1000
+        return steps, round_, (start - self.t0) // 1000, (now - start) // 1000
 
     def _write(self, *records: Any) -> None:
         if self.tape is not None:
