@@ -1,6 +1,6 @@
 """Digests of tokens, as a firing's record names what it took: 16 hex chars of blake2b over the
 tokens as one JSON list, in canonical form (`digest`), and the engine's fast path for the one token
-a firing took (`digest_taken`), which skips the canonical steps where they cannot change anything."""
+a firing took (`taken_hex`, ASCII bytes for a line's format), which skips the canonical steps where they cannot change anything."""
 
 from __future__ import annotations
 
