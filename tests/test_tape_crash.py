@@ -21,6 +21,7 @@ from flowtape.rundir import RunSummary, now_iso, read_summary, write_summary
 from flowtape.runner import execute
 from flowtape.tape import End, Firing, Step, read_tape
 from flowtape.verify import verify
+from flowtape.writer import TapeWriter
 from flowtape_lsp.tapeindex import TapeIndex
 
 FLOWS = Path(__file__).parent / "flows"
@@ -257,3 +258,24 @@ def test_a_run_json_the_disk_cannot_hold_leaves_the_last_one_and_no_half_file(tm
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
     kept = read_summary(tmp_path)
     assert kept is not None and kept.status == "running"
+
+
+def test_a_late_line_beside_the_close_is_written_nowhere(tmp_path):
+    """A run that ends without the engine's lock (a firing stuck in its action keeps it) closes
+    the tape while a late firing may still write its line: that line finds the mapping closed, and
+    the file refuses a new window, so nothing lands in the tape after its end, nor in another file
+    that has the tape's descriptor number by then."""
+    path = tmp_path / "tape.jsonl"
+    writer = TapeWriter(path)
+    writer.simple(b'{"t":"F","s":1,"a":"a","n":1,"q":[],"at":0,"d":0}', 1, 0)
+    writer.close()
+    written = path.read_bytes()
+    other = os.open(tmp_path / "other", os.O_RDWR | os.O_CREAT, 0o644)  # (the number the tape's descriptor had, as like as not)
+    try:
+        writer.closed = False  # the late call got past its check just before the close
+        with pytest.raises(ValueError, match="closed"):
+            writer.simple(b'{"t":"F","s":2,"a":"a","n":2,"q":[],"at":0,"d":0}', 2, 0)
+        assert os.fstat(other).st_size == 0
+    finally:
+        os.close(other)
+    assert path.read_bytes() == written

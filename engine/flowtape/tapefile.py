@@ -32,6 +32,7 @@ class TapeFile:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._base = self._end = os.fstat(self._fd).st_size  # the window's first and last offsets
         self._map: mmap.mmap | None = None
+        self.closed = False
         # the window's own write, for a caller that stores a line's body and newline itself: it
         # raises ValueError, having stored nothing, when the window has no room (then `line` it)
         self.store: Callable[[bytes], int] = self._no_room
@@ -81,6 +82,8 @@ class TapeFile:
 
     def _window(self, need: int) -> None:
         """Map a new window starting at the page the end of the file is in, with room for `need`."""
+        if self.closed:  # (a late writer beside a close: its descriptor may be another file's by now)
+            raise ValueError("the tape is closed")
         at = self.size
         base = at - at % _PAGE
         end = base + max(WINDOW, -(-(at - base + need) // _PAGE) * _PAGE)
@@ -104,4 +107,5 @@ class TapeFile:
         os.ftruncate(self._fd, size)
         if self.durable:
             os.fsync(self._fd)
+        self.closed = True
         os.close(self._fd)

@@ -85,8 +85,11 @@ class TapeWriter:
     def simple(self, line: bytes, step: int, round_: int) -> None:
         """Write a simple firing's line built by lines.py, at step `step` of round `round_` (a
         nested firing's: the writer's own). Called with the engine's lock held, as every firing's
-        record is written: the writer's own lock would only cost its time. (Written out in one
-        call, as `fired` is.)"""
+        record is written, so the writer's own lock would only cost its time (2,000 instructions
+        a firing). A run that ends without the engine's lock (a firing stuck in its action keeps
+        it) may close the tape beside a late call: its store then finds the mapping closed, and
+        the file refuses a new window (`TapeFile.closed`), so nothing is written after the end.
+        (Written out in one call, as `fired` is.)"""
         if self.closed:
             return
         self.step = step
