@@ -114,3 +114,14 @@ def test_a_tape_written_by_formats_tells_what_the_structs_tell(file, workflow, i
     for line in formatted:  # what msgspec writes for the record the line holds: the same bytes
         assert encode_record(decode_written(line)) == line
     verify_run(fast.run_dir)  # (raises on a broken rule)
+
+
+@pytest.mark.parametrize(("file", "workflow"), [("shapes.py", "main"), ("scopes.py", "if_branch"), ("growing.py", "main")])
+def test_lines_written_by_four_workers_are_the_structs_and_verify(file, workflow, tmp_path, monkeypatch):
+    monkeypatch.setenv("FT_LOG", str(tmp_path / "log.txt"))
+    run = execute(getattr(load_module(FLOWS / file), workflow), max_workers=4, runs_dir=tmp_path)
+    assert run.status == "succeeded"
+    for line in (run.run_dir / "tape.jsonl").read_bytes().splitlines():
+        if line.startswith((b'{"t":"F"', b'{"t":"f"')):
+            assert encode_record(decode_written(line)) == line
+    verify_run(run.run_dir)
