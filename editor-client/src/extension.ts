@@ -22,6 +22,7 @@ import {
   type StepsParams,
 } from "./core/protocol";
 import { FiringNode, RunsTreeProvider, StepNode, RunNode, sameUri, type Node } from "./runsTree";
+import { settleReplay } from "./core/replayRegion";
 import { DetailPanel } from "./detail";
 import { askRunInputs } from "./runInputs";
 import { StepFinder } from "./stepFinder";
@@ -105,6 +106,8 @@ class Flowtape implements vscode.Disposable {
       tell: (m) => this.tell(m),
     });
     this.view = vscode.window.createTreeView("flowtape.runs", { treeDataProvider: this.tree, showCollapseAll: true });
+    this.tree.view = this.view;
+    this.tree.log = (line) => this.log(line);
     this.disposables.push(
       this.view,
       this.output,
@@ -340,14 +343,10 @@ class Flowtape implements vscode.Disposable {
     return !runId || this.stepper.index === 0 || (!this.store.isLive(runId) && this.stepper.index === this.stepper.total && this.stepper.inner === 0);
   }
 
-  /** Show a run expanded in the view (after the view has drawn it). */
-  private revealRun(runId: string, attempt = 0): void {
+  /** Show a run expanded in the view (after the view has drawn it: the tree reveals after its redraws). */
+  private revealRun(runId: string): void {
     if (!this.view.visible) return;
-    setTimeout(() => {
-      this.view.reveal(this.tree.runNode(runId), { expand: true, select: false, focus: false }).then(undefined, () => {
-        if (attempt < 5) this.revealRun(runId, attempt + 1);
-      });
-    }, 100 + attempt * 200);
+    void this.tree.reveal(this.tree.runNode(runId), { expand: true, select: false, focus: false }, `run ${shortRunId(runId)}`);
   }
 
   private onRunFinished(p: RunFinishedParams): void {
@@ -446,9 +445,22 @@ class Flowtape implements vscode.Disposable {
     this.select(runId, step.step); // (first: the hints' redraw takes the longest way round)
     if (this.view.visible) {
       const node = (firing && this.tree.firingNode(runId, step.step, this.stepper.inner)) || this.tree.stepNode(runId, step.step);
-      void this.view.reveal(node, { select: true, focus: false, expand: firing ? undefined : false }).then(undefined, () => undefined);
+      void this.revealCursor(runId, node, firing ? undefined : false);
     }
     void this.showLine(firing ?? step, opts.openEditor);
+  }
+
+  /** Select the stepper's row in the view. Its parent (a step in the replayed region of a resumed
+   *  run is in a group of its own) is read off the pages that say where that region ends: they are
+   *  loaded first, else the parent VS Code is given would not be the one the tree draws once they
+   *  are in, and the reveal would find no row. */
+  private async revealCursor(runId: string, node: Node, expand: boolean | undefined): Promise<void> {
+    const at = { index: this.stepper.index, inner: this.stepper.inner };
+    const still = () => this.stepper.runId === runId && this.stepper.index === at.index && this.stepper.inner === at.inner; // else its own reveal follows
+    await settleReplay(this.store, runId, (r, from, to) => this.pages.loadRange(r, from, to));
+    if (!still()) return;
+    const what = node instanceof FiringNode ? `inner firing ${node.index} of step ${node.step}` : `step ${at.index}`;
+    await this.tree.reveal(node, { select: true, focus: false, expand }, `${what} of run ${shortRunId(runId)}`, still);
   }
 
   /** Tell the server the stepper's step (for hovers and hints) and refresh the detail panel; while

@@ -7,7 +7,9 @@
 import * as vscode from "vscode";
 import { StepStore } from "./core/stepStore";
 import type { ErrorDetail, FiringDetail, Frame, RunInfo, StepInfo } from "./core/protocol";
-import { GROUP_SIZE, groupLabel, groupPath, replayedUpTo, runLayout, subGroups, type StepGroup } from "./core/groups";
+import { GROUP_SIZE, groupKey, groupLabel, groupPath, runLayout, subGroups, type StepGroup } from "./core/groups";
+import { replayedRegionEnd, settleReplay } from "./core/replayRegion";
+import { Redraws } from "./core/redraws";
 import {
   failureLabel,
   firingDescription,
@@ -32,7 +34,8 @@ export class RunNode {
   constructor(readonly runId: string) {}
 }
 
-/** Steps `from`..`to` of a run (`steps 7,001–8,000`), loaded when it is expanded. */
+/** Steps `from`..`to` of a run (`steps 7,001–8,000`), loaded when it is expanded. One node per
+ *  group of a run (`groupKey`): the last group of a growing run is the same node as its `to` grows. */
 export class GroupNode {
   readonly kind = "group" as const;
   constructor(readonly runId: string, readonly group: StepGroup) {}
@@ -95,6 +98,12 @@ export function isComposite(s: Pick<StepInfo, "actorKind">): boolean {
 /** Least time between two redraws the tree asks of VS Code (more than VS Code's 200 ms debounce). */
 const FIRE_GAP_MS = 300;
 
+export interface RevealOptions {
+  select: boolean;
+  focus: boolean;
+  expand?: boolean;
+}
+
 export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
   private readonly changed = new vscode.EventEmitter<Node | undefined | void>();
   readonly onDidChangeTreeData = this.changed.event;
@@ -106,6 +115,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
   loadRange: (runId: string, from: number, to: number) => Promise<void> = async () => undefined;
   /** Filled by the controller: a step's firings (`flowtape/stepDetail`). */
   loadFirings: (runId: string, step: number) => Promise<FiringDetail[]> = async () => [];
+  /** Filled by the controller: the output channel (a reveal that failed is told there). */
+  log: (line: string) => void = () => undefined;
+  /** Set by the controller: the view this provider feeds, what `reveal` reveals in. */
+  view: vscode.TreeView<Node> | undefined;
   /** Runs shown: only those whose uri matches (set by the controller). */
   currentUri: string | undefined;
   /** The run, step and inner firing the stepper is on (drawn with a marker). */
@@ -113,11 +126,14 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
   readonly filters = new Map<string, StepFilter>();
   private readonly disposables: vscode.Disposable[] = [];
 
-  /** The nodes to refresh at the next fire (`undefined`: the whole tree). */
-  private dirty: Set<Node> | undefined = new Set();
-  private dirtyAny = false;
-  private lastFire = 0;
-  private fireTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly redraws = new Redraws<Node>({
+    fire: (nodes) => {
+      if (!nodes) this.changed.fire();
+      else for (const n of nodes) this.changed.fire(n);
+    },
+    gapMs: FIRE_GAP_MS,
+    log: (line) => this.log(line),
+  });
 
   constructor(private readonly store: StepStore) {
     this.disposables.push(
@@ -132,34 +148,35 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
   }
 
   dispose(): void {
-    if (this.fireTimer) clearTimeout(this.fireTimer);
+    this.redraws.dispose();
     this.changed.dispose();
     for (const d of this.disposables) d.dispose();
   }
 
-  /** Redraw a node (or the whole tree). At once when the tree was quiet; while a run streams, at
-   *  most every FIRE_GAP_MS: VS Code redraws a view only once its change events pause for 200 ms,
-   *  so a change every 50 ms (each batch of steps) would leave the run row unredrawn (`running ·
-   *  0 steps`) until the run ends. */
+  /** Redraw a node (or the whole tree): at once when the tree was quiet, while a run streams at
+   *  most every FIRE_GAP_MS, never while a reveal is under way (see Redraws). */
   refresh(node?: Node): void {
-    if (!node) this.dirty = undefined;
-    else this.dirty?.add(node);
-    this.dirtyAny = true;
-    if (this.fireTimer) return;
-    const wait = this.lastFire + FIRE_GAP_MS - Date.now();
-    if (wait <= 0) return this.fireDirty();
-    this.fireTimer = setTimeout(() => this.fireDirty(), wait);
+    this.redraws.refresh(node);
   }
 
-  private fireDirty(): void {
-    this.fireTimer = undefined;
-    if (!this.dirtyAny) return;
-    const nodes = this.dirty;
-    this.dirty = new Set();
-    this.dirtyAny = false;
-    this.lastFire = Date.now();
-    if (!nodes) this.changed.fire();
-    else for (const n of nodes) this.changed.fire(n);
+  /** Show a node in the view, after the redraws pending and with none sent until VS Code is done
+   *  (a redraw meanwhile drops what its reveal walks down). One that did not show is told to the
+   *  output channel and tried once more: VS Code rejects a node it cannot place, and only logs a
+   *  parent it cannot, so a reveal that selects is checked against the view's selection (unless
+   *  `wanted` says the node is no longer the one to show: the stepper moved on). */
+  async reveal(node: Node, options: RevealOptions, what: string, wanted: () => boolean = () => true): Promise<boolean> {
+    const view = this.view;
+    if (!view || !this.listed(node)) return false;
+    const once = async (): Promise<void> => {
+      if (!wanted()) return;
+      await view.reveal(node, options);
+      if (options.select && view.visible && wanted() && !view.selection.includes(node)) {
+        throw new Error("VS Code selected no row for it (its extension host log may say why)");
+      }
+    };
+    let result = await this.redraws.reveal(what, once);
+    if (result === "failed") result = await this.redraws.reveal(`${what} (tried again)`, once);
+    return result === "shown";
   }
 
   visibleRuns(): RunInfo[] {
@@ -189,13 +206,21 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
     return n;
   }
 
+  /** Does the tree list this node's step (a filter lists only the steps it found)? */
+  private listed(node: Node): boolean {
+    const filter = this.filters.get(node.runId);
+    if (!filter || (node.kind !== "step" && node.kind !== "firing")) return true;
+    return filter.steps.slice(0, GROUP_SIZE).includes(node.step);
+  }
+
   private groupNode(runId: string, g: StepGroup): GroupNode {
-    const key = `${runId}:${g.from}:${g.to}:${g.replayed}`;
+    const key = `${runId}:${groupKey(g)}`;
     let n = this.groupNodes.get(key);
     if (!n) {
-      n = new GroupNode(runId, g);
+      n = new GroupNode(runId, { ...g });
       this.groupNodes.set(key, n);
     }
+    n.group.to = g.to; // (a growing run's last group)
     return n;
   }
 
@@ -214,10 +239,6 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
     return nodes;
   }
 
-  private replayedUpTo(run: RunInfo): number {
-    return replayedUpTo(run, this.store.loadedCount(run.runId), (n) => this.store.step(run.runId, n));
-  }
-
   getParent(node: Node): Node | undefined {
     switch (node.kind) {
       case "run":
@@ -228,8 +249,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
         const run = this.store.run(node.runId);
         if (!run) return this.runNode(node.runId);
         const at = node.kind === "step" ? node.step : node.group.from;
-        const path = groupPath(at, this.store.total(node.runId), this.replayedUpTo(run));
-        const parents = node.kind === "group" ? path.slice(0, path.findIndex((g) => g.from === node.group.from && g.to === node.group.to)) : path;
+        const path = groupPath(at, this.store.total(node.runId), replayedRegionEnd(this.store, node.runId));
+        const parents = node.kind === "group" ? path.slice(0, Math.max(0, path.findIndex((g) => groupKey(g) === groupKey(node.group)))) : path;
         const parent = parents[parents.length - 1];
         return parent ? this.groupNode(node.runId, parent) : this.runNode(node.runId);
       }
@@ -282,12 +303,14 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
     if (filter) return rows.concat(await this.filteredChildren(runId, filter));
     const live = this.store.isLive(runId);
     if (!live && !this.store.error(runId) && this.store.total(runId) > 0) {
-      const layout = runLayout(this.store.total(runId), this.replayedUpTo(run));
+      // where the replayed region ends first: the layout (and every step's parent) depends on it
+      await settleReplay(this.store, runId, (r, from, to) => this.loadRange(r, from, to));
+      const layout = runLayout(this.store.total(runId), replayedRegionEnd(this.store, runId));
       if (layout.from <= layout.to) await this.loadRange(runId, layout.from, layout.to);
     }
     const error = this.store.error(runId);
     if (error) return rows.concat(new NoteNode(runId, error, true));
-    const layout = runLayout(this.store.total(runId), this.replayedUpTo(run));
+    const layout = runLayout(this.store.total(runId), replayedRegionEnd(this.store, runId));
     for (const g of layout.groups) rows.push(this.groupNode(runId, g));
     for (let n = layout.from; n <= layout.to; n++) if (this.store.step(runId, n)) rows.push(this.stepNode(runId, n));
     if (run.status === "failed" && run.error && !live) rows.push(new FailureNode(runId));
@@ -328,7 +351,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<Node> {
       case "group": {
         const within = this.cursor.runId === node.runId && node.group.from <= this.cursor.step && this.cursor.step <= node.group.to;
         const item = new vscode.TreeItem(groupLabel(node.group), within ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.Collapsed);
-        item.id = `group:${node.runId}:${node.group.from}:${node.group.to}:${node.group.replayed}`;
+        item.id = `group:${node.runId}:${groupKey(node.group)}`;
         item.iconPath = new vscode.ThemeIcon(node.group.replayed ? "history" : "list-flat");
         item.description = within ? "◀ stepper" : undefined;
         item.contextValue = "group";

@@ -8,6 +8,14 @@ export interface StepGroup {
   from: number;
   to: number;
   replayed: boolean;
+  /** The span the groups of its level are aligned on (0: the replayed region itself). With `from`
+   *  and `replayed`, what the group is: the last group of a growing run keeps it as `to` grows. */
+  span: number;
+}
+
+/** What names a group whatever its `to`: the tree's node and row of a growing group stay the same. */
+export function groupKey(g: StepGroup): string {
+  return `${g.from}:${g.span}:${g.replayed}`;
 }
 
 export const GROUP_SIZE = 1000;
@@ -24,7 +32,7 @@ export interface RunLayout {
  *  when they are few, else in groups too. */
 export function runLayout(total: number, replayedUpTo: number, size = GROUP_SIZE): RunLayout {
   const replayed = Math.min(Math.max(replayedUpTo, 0), total);
-  const groups: StepGroup[] = replayed > 0 ? [{ from: 1, to: replayed, replayed: true }] : [];
+  const groups: StepGroup[] = replayed > 0 ? [{ from: 1, to: replayed, replayed: true, span: 0 }] : [];
   if (total - replayed <= size) return { groups, from: replayed + 1, to: total };
   return { groups: groups.concat(chunks(replayed + 1, total, spanFor(total - replayed, size), false)), from: 1, to: 0 };
 }
@@ -49,7 +57,7 @@ function chunks(from: number, to: number, span: number, replayed: boolean): Step
   let start = from;
   while (start <= to) {
     const end = Math.min(to, Math.ceil(start / span) * span || span);
-    out.push({ from: start, to: end, replayed });
+    out.push({ from: start, to: end, replayed, span });
     start = end + 1;
   }
   return out;
@@ -68,7 +76,7 @@ export function groupPath(step: number, total: number, replayedUpTo: number, siz
   return path;
 }
 
-export function groupLabel(g: StepGroup): string {
+export function groupLabel(g: Pick<StepGroup, "from" | "to" | "replayed">): string {
   const n = (x: number) => x.toLocaleString("en");
   return `steps ${n(g.from)}–${n(g.to)}${g.replayed ? " replayed" : ""}`;
 }

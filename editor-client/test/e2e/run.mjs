@@ -764,6 +764,16 @@ async function main() {
     await focusEditor();
     await page.keyboard.press("Alt+Home");
     await waitStatus(/step 1\/\d+ · words/);
+    // The stepper's row is revealed and selected, inside the collapsed "steps 1–2 replayed" group of
+    // the resumed run: a reveal that raced a redraw of the tree selected nothing, the group stayed shut.
+    const selectedOne = async () => (await sidebar().locator(".monaco-list-row.selected").allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim());
+    const revealBy = Date.now() + 10000;
+    let picked = await selectedOne();
+    while (!picked.some((t) => t.startsWith("1 · words · fire 1")) && Date.now() < revealBy) {
+      await page.waitForTimeout(200);
+      picked = await selectedOne();
+    }
+    check(picked.some((t) => t.startsWith("1 · words · fire 1")), `after Alt+Home the Runs view should select step 1's row, selects ${JSON.stringify(picked)}`);
     const row = sidebar().locator(".monaco-list-row", { hasText: /^\s*1 · words · fire 1/ }).first();
     await row.locator(".monaco-tl-twistie").click();
     await waitRows((rs) => rs.some((r) => /^review · fire 1\s*(replayed|live) · took 'alpha' · put 'reviewed alpha'/.test(r)), "an inner firing row `review · fire 1 · … took 'alpha' · put 'reviewed alpha'`", 20000);

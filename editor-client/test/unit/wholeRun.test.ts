@@ -11,7 +11,7 @@ const range = { start: { line: 3, character: 0 }, end: { line: 3, character: 9 }
 
 test("a small run's steps go right under it; a resumed one's replayed region is a group", () => {
   assert.deepEqual(runLayout(40, 0), { groups: [], from: 1, to: 40 });
-  assert.deepEqual(runLayout(14, 4), { groups: [{ from: 1, to: 4, replayed: true }], from: 5, to: 14 });
+  assert.deepEqual(runLayout(14, 4), { groups: [{ from: 1, to: 4, replayed: true, span: 0 }], from: 5, to: 14 });
   assert.equal(groupLabel({ from: 1, to: 7000, replayed: true }), "steps 1–7,000 replayed");
 });
 
@@ -23,7 +23,7 @@ test("a big run is in groups of 1,000, every step reachable through them", () =>
   ]);
   assert.equal(layout.to, 0); // no step right under the run
   assert.equal(subGroups(layout.groups[0]).length, 7);
-  assert.deepEqual(subGroups(layout.groups[0])[6], { from: 6001, to: 7000, replayed: true });
+  assert.deepEqual(subGroups(layout.groups[0])[6], { from: 6001, to: 7000, replayed: true, span: 1000 });
   assert.deepEqual(groupPath(3500, 15000, 7000).map(groupLabel), ["steps 1–7,000 replayed", "steps 3,001–4,000 replayed"]);
   assert.deepEqual(groupPath(14999, 15000, 7000).map(groupLabel), ["steps 14,001–15,000"]);
   // a million steps: groups of groups, never more than 1,000 rows at a level
