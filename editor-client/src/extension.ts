@@ -343,10 +343,16 @@ class Flowtape implements vscode.Disposable {
     return !runId || this.stepper.index === 0 || (!this.store.isLive(runId) && this.stepper.index === this.stepper.total && this.stepper.inner === 0);
   }
 
-  /** Show a run expanded in the view (after the view has drawn it: the tree reveals after its redraws). */
-  private revealRun(runId: string): void {
+  /** Show a run expanded in the view, once the view has drawn it. (Not through the tree's reveals,
+   *  which hold its redraws: a run row is never lost by a redraw, and while the run streams its
+   *  row must count the steps as they come.) */
+  private revealRun(runId: string, attempt = 0): void {
     if (!this.view.visible) return;
-    void this.tree.reveal(this.tree.runNode(runId), { expand: true, select: false, focus: false }, `run ${shortRunId(runId)}`);
+    setTimeout(() => {
+      this.view.reveal(this.tree.runNode(runId), { expand: true, select: false, focus: false }).then(undefined, () => {
+        if (attempt < 5) this.revealRun(runId, attempt + 1);
+      });
+    }, 100 + attempt * 200);
   }
 
   private onRunFinished(p: RunFinishedParams): void {

@@ -4,8 +4,11 @@
  * drops that cache, and the reveal then finds no row, expands a group it no longer knows (its
  * children come back empty) and selects nothing: it says so in the extension host's log at
  * most. So a reveal is sent only after the redraws pending when it comes up, no redraw is sent
- * while one is under way (they wait for it), and of the reveals asked for meanwhile the latest
- * wins. Redraws are sent at once when the tree was quiet, else at most every `gapMs`: VS Code
+ * while one is under way (they wait for it, up to `holdMs` after it began: VS Code answers a
+ * reveal only once the extension host is free, and while a run streams thousands of steps into
+ * it a reveal can take as long as the stream, which would leave the run's row unredrawn until it
+ * ends; a reveal a late redraw breaks is told and tried again), and of the reveals asked for
+ * meanwhile the latest wins. Redraws are sent at once when the tree was quiet, else at most every `gapMs`: VS Code
  * redraws a view only once its change events pause for 200 ms, so a change every 50 ms (each
  * batch of a streaming run's steps) would leave the view unredrawn until the run ends.
  * No vscode import.
@@ -18,6 +21,8 @@ export interface RedrawsOptions<N> {
   /** Tell VS Code: these nodes changed (undefined: the whole tree). */
   fire: (nodes: N[] | undefined) => void;
   gapMs: number;
+  /** How long after a reveal began redraws wait for it, at most (default: one gap). */
+  holdMs?: number;
   scheduler?: Scheduler;
   now?: () => number;
   /** Where a reveal that failed is told (the extension's output channel). */
@@ -39,6 +44,7 @@ export class Redraws<N> {
   /** The nodes to redraw at the next fire (undefined: the whole tree). */
   private dirty: Set<N> | undefined = new Set();
   private dirtyAny = false;
+  private revealStarted = 0;
   private lastFire = Number.NEGATIVE_INFINITY;
   private timer: unknown = undefined;
   private wanted: Wanted | undefined;
@@ -85,7 +91,18 @@ export class Redraws<N> {
   }
 
   private pump(): void {
-    if (this.disposed || this.revealing || this.timer !== undefined) return;
+    if (this.disposed || this.timer !== undefined) return;
+    if (this.revealing) {
+      if (!this.dirtyAny) return;
+      const held = this.revealStarted + (this.options.holdMs ?? this.options.gapMs) - this.now();
+      if (held > 0) {
+        this.timer = this.scheduler.set(() => {
+          this.timer = undefined;
+          this.pump();
+        }, held);
+        return;
+      }
+    }
     if (this.dirtyAny) {
       const wait = this.lastFire + this.options.gapMs - this.now();
       if (wait > 0) {
@@ -97,10 +114,12 @@ export class Redraws<N> {
       }
       this.fireDirty();
     }
+    if (this.revealing) return;
     const job = this.wanted;
     if (!job) return;
     this.wanted = undefined;
     this.revealing = true;
+    this.revealStarted = this.now();
     void (async () => {
       let result: Revealed = "shown";
       try {
@@ -110,6 +129,10 @@ export class Redraws<N> {
         this.options.log(`the Runs view did not show ${job.what}: ${e instanceof Error ? e.message : String(e)}`);
       } finally {
         this.revealing = false;
+      }
+      if (this.timer !== undefined) { // (a redraw held for it: sent now, at its pace)
+        this.scheduler.clear(this.timer);
+        this.timer = undefined;
       }
       job.done(result);
       this.pump();
