@@ -56,9 +56,7 @@ def write_simple(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     state_part = tape.state_part(actor.path, state) if state is not None else b""
     seq = engine.seq
     if ctx is not None:  # a nested firing: its top-level firing's step says what it touched
-        ctx.taken.extend(takes)
-        ctx.touched.update([q for q, _ in takes] + [q for q, _ in produced])
-        ctx.any_live = True
+        _within(ctx, takes, produced, True)
         tape.simple(line % (b"" if seq == tape.step + 1 else b',"seq":%d' % seq, fire_count, took, put, state_part,
                             ctx.fire_count, (start - engine.t0) // 1000, (time.perf_counter_ns() - start) // 1000),
                     tape.step, tape.round)
@@ -69,10 +67,23 @@ def write_simple(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, took, put, a, b,
                         b"" if round_ == tape.round else b',"r":%d' % round_, at, dur, state_part), steps, round_)
     if steps >= engine.checkpoint_at:
-        checkpoint = checkpoint_due(engine)
-        if checkpoint is not None:
-            tape.write(checkpoint)
+        _checkpoint(engine)
     return True
+
+
+def _within(ctx: Context, takes: list[tuple[Queue, list[Item]]], produced: list[tuple[Queue, list[Item]]], live: bool) -> None:
+    """A nested firing's part in its top-level firing's step: what it took and touched."""
+    ctx.taken.extend(takes)
+    ctx.touched.update([q for q, _ in takes] + [q for q, _ in produced])
+    if live:
+        ctx.any_live = True
+
+
+def _checkpoint(engine: Engine) -> None:
+    """After a step: a checkpoint, when one is due."""
+    checkpoint = checkpoint_due(engine)
+    if checkpoint is not None and engine.tape is not None:
+        engine.tape.write(checkpoint)
 
 
 def _format(actor: Actor, q_in: int, q_out: int, ctx: Context | None) -> bytes:
@@ -108,9 +119,7 @@ def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     state_part = tape.state_part(actor.path, state) if state is not None else b""
     seq = engine.seq
     if ctx is not None:
-        ctx.taken.extend(takes)
-        ctx.touched.update([q for q, _ in takes] + [q for q, _ in produced])
-        ctx.any_live = True
+        _within(ctx, takes, produced, True)
         tape.simple(line % (b"" if seq == tape.step + 1 else b',"seq":%d' % seq, fire_count, *fields, state_part,
                             ctx.fire_count, (start - engine.t0) // 1000, (time.perf_counter_ns() - start) // 1000),
                     tape.step, tape.round)
@@ -120,9 +129,7 @@ def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, *fields, *[len(q.items) for q in touched_queues_],
                         b"" if round_ == tape.round else b',"r":%d' % round_, at, dur, state_part), steps, round_)
     if steps >= engine.checkpoint_at:
-        checkpoint = checkpoint_due(engine)
-        if checkpoint is not None:
-            tape.write(checkpoint)
+        _checkpoint(engine)
     return True
 
 
@@ -169,9 +176,5 @@ def write_record(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     if simple is not None:  # (the record, typed without an isinstance's call)
         tape.fired(simple, checkpoint_due(engine) if engine.steps >= engine.checkpoint_at else None)
     elif ctx is not None:  # (always, then: a nested firing)
-        ctx.taken.extend(takes)
-        ctx.touched.update(q for q, _ in takes)
-        ctx.touched.update(q for q, _ in produced)
-        if not replayed:
-            ctx.any_live = True
+        _within(ctx, takes, produced, not replayed)
         tape.write(record)

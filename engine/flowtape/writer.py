@@ -49,9 +49,9 @@ class TapeWriter:
                 self._line(self._seal(record))
 
     def fired(self, record: SimpleFiring, checkpoint: Checkpoint | None = None) -> None:
-        """Write a simple firing's line (and a checkpoint after it): the one way one is written.
-        The record was built to be written, so it is changed in place. (Written out in one call:
-        it runs for every firing, and each call saved is a measurable part of what the tape costs.)"""
+        """Write a simple firing's line from its record (and a checkpoint after it): a top-level
+        firing whose shape lines.py leaves to the Struct (a replayed one, an agent's, ...). The
+        record was built to be written, so it is changed in place."""
         with self._lock:
             if self.closed:
                 return
@@ -66,19 +66,7 @@ class TapeWriter:
                 edit = self._edit_of(record.actor, record.state)
                 if edit is not None:
                     record.state, record.stateEdit = NO_STATE, edit
-            body = self._chain.sealed_firing(_encode(record), record.replayed)
-            store = self._file.store  # (TapeFile.line, without its call)
-            try:
-                store(body)
-            except ValueError:
-                self._line(body)
-            else:
-                try:
-                    store(b"\n")
-                except ValueError:
-                    self._line(b"")
-                if self.durable:
-                    self._file.sync()
+            self._store(self._chain.sealed_firing(_encode(record), record.replayed))
             if checkpoint is not None:
                 self._line(self._seal(checkpoint))
 
@@ -88,8 +76,7 @@ class TapeWriter:
         record is written, so the writer's own lock would only cost its time (2,000 instructions
         a firing). A run that ends without the engine's lock (a firing stuck in its action keeps
         it) may close the tape beside a late call: its store then finds the mapping closed, and
-        the file refuses a new window (`TapeFile.closed`), so nothing is written after the end.
-        (Written out in one call, as `fired` is.)"""
+        the file refuses a new window (`TapeFile.closed`), so nothing is written after the end."""
         if self.closed:
             return
         self.step = step
@@ -99,11 +86,16 @@ class TapeWriter:
             pending.append(line)
         else:
             line = self._chain.sealed(line)
+        self._store(line)
+
+    def _store(self, body: bytes) -> None:
+        """A firing's line and its newline into the window (TapeFile.line, its usual case without
+        its call), or by `line` when the window has no room."""
         store = self._file.store
         try:
-            store(line)
+            store(body)
         except ValueError:
-            self._line(line)
+            self._line(body)
         else:
             try:
                 store(b"\n")
