@@ -103,6 +103,10 @@ def check_resume(module, flow, original, at_step: int, workers: int, runs_dir: P
     assert sum(1 for s in steps if s.replayed) == at_step
     if workers == 1:
         assert [s.replayed for s in steps] == [True] * at_step + [False] * (len(steps) - at_step)
+        # one worker's steps follow one another on the tape's clock, across the resume too: the
+        # live ones come after the replayed ones whose recorded times were copied (the timeline)
+        overlaps = [(a.step, b.step) for a, b in zip(steps, steps[1:], strict=False) if b.at < a.at + a.dur]
+        assert overlaps == [], f"at step {at_step}"
 
 
 @pytest.mark.parametrize("workers", [1, 4])

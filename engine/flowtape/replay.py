@@ -99,6 +99,7 @@ class Snapshot:
     spent: list[Spent] = field(default_factory=list)  # the model calls its firings record: what restoring it saves
     # each top-level loop between two items at the step: its iterator, past the items it handed in (midloop.py)
     loops: dict[str, Iterator[object]] = field(default_factory=dict)
+    clock: int = 0  # when the step ended on the recorded run's clock (µs): the copied records' times are on it
 
 
 @dataclass
@@ -312,7 +313,7 @@ def _snapshot(
         {k: list(v) for k, v in rebuild.chats.items()}, rebuild.seq, rebuild.step,
         block, chain_seed(header) if block is not None else None, dict(rebuild.outputs_checkpointed),
         chats_since=rebuild.chats_since(), rounds=dict(rebuild.rounds) if header.version >= 4 else None, round=rebuild.round,
-        spent=rebuild.spent.listed(), loops=loops,
+        spent=rebuild.spent.listed(), loops=loops, clock=rebuild.clock,
     )
 
 

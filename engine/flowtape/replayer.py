@@ -41,6 +41,9 @@ def restore(engine: Engine, snapshot: Any) -> None:
         engine.tally.replayed.merge(snapshot.spent)  # the calls its firings record, replayed all at once
         engine.seq = engine.firings = snapshot.seq
         engine.steps = snapshot.steps
+        # The copied records keep the recorded run's times: the live ones follow them on that clock,
+        # so a resumed run's timeline never draws a live firing beside a replayed one it came after.
+        engine.t0 -= snapshot.clock * 1000
         if snapshot.rounds is not None:  # one worker's round-robin goes on where the recording was
             top = engine.top
             top.round = max(snapshot.rounds.values(), default=0)

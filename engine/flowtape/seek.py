@@ -297,7 +297,25 @@ def restore(path: Path, fh: BinaryIO, rebuild: Rebuild, up_to_step: int) -> int 
     if not isinstance(checkpoint, Checkpoint) or checkpoint.step != last.step:
         raise TraceCorruption("a checkpoint moved since the tape was read", 0, "a finished tape does not change")
     rebuild.restart(checkpoint)
+    rebuild.clock = _ended_before(fh, last.start)
     return last.end
+
+
+def _ended_before(fh: BinaryIO, start: int) -> int:
+    """When the step whose line ends just before byte `start` ended (a checkpoint follows its
+    step's line): µs on the run's clock, 0 if that line is not a step's."""
+    end = start - 1  # (its newline)
+    lo, size = end, 4096
+    while lo > 0:
+        lo = max(0, end - size)
+        fh.seek(lo)
+        line = fh.read(end - lo)
+        if (cut := line.rfind(b"\n")) >= 0:
+            line = line[cut + 1 :]
+            break
+        size *= 4  # (a long line: a big token)
+    steps = [r for r in decode_line(line) if isinstance(r, Step)] if end > 0 else []
+    return steps[-1].at + steps[-1].dur if steps else 0
 
 
 def _read_from(fh: BinaryIO, lo: int, header: Header, first: int, limit: int) -> list[Step] | None:

@@ -53,6 +53,7 @@ class Rebuild:
         self.fire_counts: dict[str, int] = {}
         self.rounds: dict[str, int] = {}  # each top-level actor's last step's round (a resume goes on from them)
         self.round = 0  # the last step's
+        self.clock = 0  # when the last step ended (µs on the run's clock; 0: not timed): a resume's live clock goes on from it
         self.states: dict[str, Raw] = {}
         self.chats: dict[str, list[Raw]] = {}
         self.spent = Spending()  # the model calls the firings so far record (see Checkpoint.spent)
@@ -255,6 +256,7 @@ class Rebuild:
             self._check_replayed(s, live, n)
         self.step = s.step
         self.round = s.round
+        self.clock = s.at + s.dur
         if s.round:
             self.rounds[s.actor] = s.round
         self.last_taken = self._step_taken.pop((s.actor, s.fireCount), [])
