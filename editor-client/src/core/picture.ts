@@ -295,6 +295,7 @@ export interface Bar {
   end: number;
   replayed: boolean;
   diverged: boolean;
+  up?: Bar; // an inner firing's: the bar it ran in (its step's, or a nested composite's)
 }
 
 /** A row of the timeline: a lane (a worker, or a top-level actor) or, under it, a row of the firings
@@ -369,6 +370,7 @@ export function timelineBars(data: TimelineData, mode: LaneMode): { bars: Bar[];
   // inner firings together, a composite's before what it ran)
   const lanes = laneNames.map(() => group("", 0));
   const inner: Bar[] = [];
+  const topOf = new Map(top.map((b) => [b.step, b]));
   const groupOf = new Map<Bar, Group>();
   let ofStep = new Map<number, Bar>(); // the current step's inner firings by index
   let current = -1;
@@ -382,7 +384,7 @@ export function timelineBars(data: TimelineData, mode: LaneMode): { bars: Bar[];
     const up = f[6] ? ofStep.get(f[6]) : undefined;
     const b: Bar = {
       step: f[0], inner: f[1], parent: up ? up.inner : 0, depth: up ? up.depth + 1 : 1, composite: false, actor: name(f[2]),
-      row: lane, start: f[3] / 1000, end: (f[3] + f[4]) / 1000, replayed: f[5], diverged: false,
+      row: lane, start: f[3] / 1000, end: (f[3] + f[4]) / 1000, replayed: f[5], diverged: false, up: up ?? topOf.get(f[0]),
     };
     if (up) up.composite = true;
     ofStep.set(b.inner, b);
@@ -427,6 +429,7 @@ export interface DrawnBar {
   end: number;
   count: number; // firings merged into it (1: a single firing)
   step: number; // the first firing's step
+  lastStep: number; // the last one's
   inner: number; // and its inner index (0: the step's own)
   actor: string;
   replayed: boolean; // every merged firing was replayed
@@ -436,9 +439,12 @@ export interface DrawnBar {
 
 /** The bars in [t0, t1] as drawn at `msPerPx`: firings closer than a pixel merge, so a row draws
  *  at most a few bars a pixel whatever the run's length, and finding the first visible bar is a
- *  bisection (the bars before the window are never looked at). `byRow` holds each row's bars by start. */
+ *  bisection (the bars before the window are never looked at). `byRow` holds each row's bars by start,
+ *  a row after the rows of the bars its firings ran in. Inner firings merge only under one drawn
+ *  bar: a merged bar stays within the bar (merged or not) its firings ran in. */
 export function visibleBars(byRow: readonly Bar[][], t0: number, t1: number, msPerPx: number): DrawnBar[] {
   const out: DrawnBar[] = [];
+  const drawnAs = new Map<Bar, DrawnBar>(); // (the bars above the row being drawn: what each is drawn in)
   for (const bars of byRow) {
     // the first bar that may reach into the window (bars of one row do not overlap: ends are sorted too)
     let lo = 0;
@@ -449,20 +455,26 @@ export function visibleBars(byRow: readonly Bar[][], t0: number, t1: number, msP
       else hi = mid;
     }
     let cur: DrawnBar | undefined;
+    let curUnder: DrawnBar | undefined;
     for (let i = lo; i < bars.length && bars[i].start <= t1; i++) {
       const b = bars[i];
-      if (cur && (b.start - cur.end) / msPerPx < 1 && (b.start - cur.start) / msPerPx < 3) {
+      const under = b.up && drawnAs.get(b.up);
+      if (cur && under === curUnder && (b.start - cur.end) / msPerPx < 1 && (b.start - cur.start) / msPerPx < 3) {
+        drawnAs.set(b, cur);
         cur.end = Math.max(cur.end, b.end);
         cur.count += 1;
+        cur.lastStep = b.step;
         cur.replayed &&= b.replayed;
         cur.diverged ||= b.diverged;
         cur.composite &&= b.composite;
         continue;
       }
       cur = {
-        row: b.row, start: b.start, end: b.end, count: 1, step: b.step, inner: b.inner, actor: b.actor,
+        row: b.row, start: b.start, end: b.end, count: 1, step: b.step, lastStep: b.step, inner: b.inner, actor: b.actor,
         replayed: b.replayed, diverged: b.diverged, composite: b.composite,
       };
+      curUnder = under;
+      drawnAs.set(b, cur);
       out.push(cur);
     }
   }

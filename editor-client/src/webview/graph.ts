@@ -326,7 +326,7 @@ function drawTimeline(): void {
     const rect = el("rect", {
       x: x(b.start), y: rowY[b.row] + (rows[b.row]?.inner ? 2 : 3), width: Math.max(1, (b.end - b.start) / msPerPx), height: h - (rows[b.row]?.inner ? 4 : 7),
       class: `bar${rows[b.row]?.inner ? " inner" : ""}${b.composite ? " composite" : ""}${b.replayed ? " replayed" : ""}${b.diverged ? " diverged" : ""}${b.count > 1 ? " merged" : ""}${extra}`,
-      "data-step": b.step, "data-inner": b.inner,
+      "data-step": b.step, "data-last-step": b.lastStep, "data-inner": b.inner,
     }, t);
     const what = b.inner ? `step ${b.step} · inner firing ${b.inner}` : `step ${b.step}`;
     el("title", {}, rect).textContent = b.count > 1
@@ -345,7 +345,7 @@ function drawTimeline(): void {
   const current = barsOf(bars, cursor);
   for (const b of current) {
     const selected = cursor.inner ? b.inner === cursor.inner : b.inner === 0;
-    if (b.end >= span.t0 && b.start <= span.t1) bar({ ...b, count: 1 }, selected ? " current" : " current-step");
+    if (b.end >= span.t0 && b.start <= span.t1) bar({ ...b, count: 1, lastStep: b.step }, selected ? " current" : " current-step");
   }
   const own = current.find((b) => (cursor.inner ? b.inner === cursor.inner : b.inner === 0));
   if (own) el("line", { x1: x(own.start), x2: x(own.start), y1: 16, y2: bottom, class: "cursor", "data-step": own.step }, t);

@@ -123,14 +123,14 @@ export async function graphStages({ page, stage, check, screenshot, runCommand, 
     await frame.locator('button[data-tab="timeline"]').click();
     await frame.locator("#tsvg rect.bar.inner").first().waitFor({ timeout: 15000 });
     const drawn = await frame.locator("#tsvg").evaluate((svg) => {
-      const box = (r) => ({ step: r.getAttribute("data-step"), inner: r.getAttribute("data-inner"), x: Number(r.getAttribute("x")), w: Number(r.getAttribute("width")), y: Number(r.getAttribute("y")) });
+      const box = (r) => ({ step: Number(r.getAttribute("data-step")), last: Number(r.getAttribute("data-last-step")), inner: r.getAttribute("data-inner"),
+        x: Number(r.getAttribute("x")), w: Number(r.getAttribute("width")), y: Number(r.getAttribute("y")) });
       const bars = [...svg.querySelectorAll("rect.bar:not(.current):not(.current-step)")].map(box);
       const top = bars.filter((b) => b.inner === "0");
       const inner = bars.filter((b) => b.inner !== "0");
-      const outside = inner.filter((b) => {
-        const step = top.find((t) => t.step === b.step);
-        return !step || b.x < step.x - 1 || b.x + b.w > step.x + step.w + 1 || b.y <= step.y;
-      });
+      // (bars less than a pixel apart are drawn merged: an inner bar is within the bar of its steps)
+      const outside = inner.filter((b) => !top.some((t) => t.step <= b.step && b.last <= t.last
+        && b.x >= t.x - 1 && b.x + b.w <= t.x + t.w + 1 && b.y > t.y));
       return { top: top.length, inner: inner.length, outside: outside.length, cursor: svg.querySelectorAll("line.cursor").length,
         last: inner.at(-1) };
     });

@@ -309,3 +309,20 @@ test("100,000 firings: only what is in view is looked at, and zoomed out they me
   assert.ok(late.some((b) => b.inner === 1 && b.composite && rows[b.row].depth === 1), "and the nested composite's bar, a row above it");
   assert.ok(all.some((b) => rows[b.row].depth === 2 && b.count > 1), "the deepest rows merge too");
 });
+
+test("merged bars stay within the bar their firings ran in, merged or not", () => {
+  // four loop steps a pixel or less apart, each with one inner firing; the inner row's merges start
+  // at another place than the step row's, so an inner bar merged on would reach past its steps' bar
+  const data = timeline(["lp", "item"],
+    [[1, "lp", 0, 1], [2, "lp", 1.5, 1], [3, "lp", 2.6, 0.9], [4, "lp", 3.6, 0.4]],
+    [[1, 1, "item", 0.9, 0.1], [2, 1, "item", 1.6, 0.8], [3, 1, "item", 2.7, 0.7], [4, 1, "item", 3.7, 0.2]]);
+  const { bars, rows } = timelineBars(data, "worker");
+  const drawn = visibleBars(byRow(bars, rows.length), 0, 4, 1); // (1 ms a pixel)
+  const tops = drawn.filter((b) => !rows[b.row].inner);
+  assert.deepEqual(tops.map((b) => [b.step, b.lastStep, b.count]), [[1, 3, 3], [4, 4, 1]]);
+  for (const b of drawn.filter((x) => rows[x.row].inner)) {
+    const top = tops.find((t) => t.step <= b.step && b.lastStep <= t.lastStep);
+    assert.ok(top && top.start <= b.start && b.end <= top.end, `inner bar of steps ${b.step}–${b.lastStep} within ${JSON.stringify(top)}`);
+  }
+  assert.equal(drawn.filter((x) => rows[x.row].inner).reduce((n, b) => n + b.count, 0), 4, "every inner firing drawn");
+});
