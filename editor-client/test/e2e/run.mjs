@@ -282,7 +282,8 @@ async function openFile(name, marker = "") {
  *  in the viewport, and a panel such as the Debug Console, open since a debug session, halves it). */
 async function clickRunLens(file) {
   await goToLine(lineOf(file, "@workflow"));
-  const lens = page.locator(".codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first();
+  // (the active group's editor: another group may show another flow's lens)
+  const lens = page.locator(".editor-group-container.active .codelens-decoration a", { hasText: /^\s*▶?\s*Run\b/ }).first();
   await lens.waitFor({ timeout: 60000 });
   await lens.click();
 }
@@ -856,8 +857,9 @@ async function main() {
     await clickRunLens(join(dirs.ws, "big.py"));
     const counts = [];
     const deadline = Date.now() + 90000;
+    let seen = [];
     while (Date.now() < deadline) {
-      const rows = (await treeRows()).map((r) => r.replace(/\s+/g, " "));
+      const rows = seen = (await treeRows()).map((r) => r.replace(/\s+/g, " "));
       const live = rows.map((r) => /^main · .*running · ([\d,]+) steps/.exec(r)).find(Boolean);
       if (live) counts.push(Number(live[1].replace(/,/g, "")));
       if (rows.some((r) => /^main · .*15000 steps/.test(r) && !/running/.test(r))) break;
@@ -865,7 +867,8 @@ async function main() {
     }
     const distinct = [...new Set(counts)];
     log(`  the run row counted while streaming: ${JSON.stringify(distinct.slice(0, 20))}`);
-    check(distinct.some((n) => n > 0), `the run row should count the steps as they stream (not "running · 0 steps"), showed ${JSON.stringify(distinct)}`);
+    check(distinct.some((n) => n > 0), `the run row should count the steps as they stream (not "running · 0 steps"), showed ${JSON.stringify(distinct)}; `
+      + `the rows last seen: ${JSON.stringify(seen.slice(0, 8))}, notifications: ${JSON.stringify(await toasts())}`);
     await waitStatus(/step 15000\/15000/, 30000);
     await focusEditor();
     // one step key: status bar, tree selection and hints
