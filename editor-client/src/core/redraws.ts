@@ -90,26 +90,27 @@ export class Redraws<N> {
     this.wanted = undefined;
   }
 
+  private pumpIn(ms: number): void {
+    this.timer = this.scheduler.set(() => {
+      this.timer = undefined;
+      this.pump();
+    }, ms);
+  }
+
   private pump(): void {
     if (this.disposed || this.timer !== undefined) return;
     if (this.revealing) {
       if (!this.dirtyAny) return;
       const held = this.revealStarted + (this.options.holdMs ?? this.options.gapMs) - this.now();
       if (held > 0) {
-        this.timer = this.scheduler.set(() => {
-          this.timer = undefined;
-          this.pump();
-        }, held);
+        this.pumpIn(held);
         return;
       }
     }
     if (this.dirtyAny) {
       const wait = this.lastFire + this.options.gapMs - this.now();
       if (wait > 0) {
-        this.timer = this.scheduler.set(() => {
-          this.timer = undefined;
-          this.pump();
-        }, wait);
+        this.pumpIn(wait);
         return;
       }
       this.fireDirty();
