@@ -24,7 +24,10 @@ CASES = [("scopes.py", "loop_body", None), ("scopes.py", "if_branch", None), ("s
 
 
 def _line(line_format: bytes, *fields: object) -> bytes:
-    return line_format % fields
+    """The line a format gives, without the newline it ends with (the writer stores it whole)."""
+    line = line_format % fields
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    return line[:-1]
 
 
 @pytest.mark.parametrize("name", ["s1", "a%d", 'say "hi"', "é/ü"])
@@ -78,10 +81,10 @@ def test_a_firing_of_many_queues_is_the_structs_line(within):
     if within is None:
         record = SimpleFiring(step=5, seq=6, actor="join%", fireCount=2, consumed=consumed, produced=produced,
                               sizes=[0, 1, 0, 3, 0], at=9, dur=1)
-        line = line_of % (5, b',"seq":6', 2, *fields, 0, 1, 0, 3, 0, b"", 9, 1, b"")
+        line = _line(line_of, 5, b',"seq":6', 2, *fields, 0, 1, 0, 3, 0, b"", 9, 1, b"")
     else:
         record = Firing(actor="join%", fireCount=2, consumed=consumed, produced=produced, within=("lp", 3), at=9, dur=1)
-        line = line_of % (b"", 2, *fields, b"", 3, 9, 1)
+        line = _line(line_of, b"", 2, *fields, b"", 3, 9, 1)
     assert line == msgspec.json.encode(record)
 
 
@@ -102,7 +105,7 @@ def test_a_tape_written_by_formats_tells_what_the_structs_tell(file, workflow, i
     fast = execute(getattr(module, workflow), inputs, max_workers=1, runs_dir=tmp_path / "fast")
     with monkeypatch.context() as patch:  # every firing by its Struct: the path lines.py stands in for
         refused: list[object] = []
-        patch.setattr(scheduler, "write_simple", lambda *args: refused.append(args[1]))  # (None: not written)
+        patch.setattr(scheduler, "commit_quick", lambda *args: refused.append(args[1]))  # (None: not committed)
         patch.setattr(scheduler, "write_spread", lambda *args: refused.append(args[1]))
         slow = execute(getattr(module, workflow), inputs, max_workers=1, runs_dir=tmp_path / "slow")
     assert refused  # (the engine asked the patched one: the slow tape is the Structs')

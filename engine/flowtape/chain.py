@@ -54,14 +54,16 @@ class Chain:
 
     def __init__(self, last: str = "") -> None:
         self.last = last
-        self.pending: list[bytes] = []  # lines since the last hashed one, as hashed, without their newlines
+        # the lines since the last hashed one, as hashed, each with its newline (as a simple
+        # firing's line is written: the writer adds it as it is, see TapeWriter.simple)
+        self.pending: list[bytes] = []
 
     def cover(self, line: bytes) -> None:
-        self.pending.append(_unmarked(line))
+        """Cover a line without a hash (`line` without its newline)."""
+        self.pending.append(_unmarked(line) + b"\n")
 
     def hash_of(self, body: bytes) -> str:
-        pending = self.pending
-        covered = self.last.encode() + (b"\n".join(pending) + b"\n" if pending else b"") + _unmarked(body)
+        covered = self.last.encode() + b"".join(self.pending) + _unmarked(body)
         return hashlib.blake2b(covered, digest_size=HASH_LEN // 2).hexdigest()
 
     def advance(self, h: str) -> None:
@@ -75,7 +77,7 @@ class Chain:
     def sealed(self, body: bytes) -> bytes:
         """`seal_line` without the newline."""
         if body.startswith(_TAGS[1]) or (body.startswith(_FIRING_TAGS) and len(self.pending) < COVERED_LINES):
-            self.pending.append(_unmarked(body) if body.startswith(_MARKED) else body)
+            self.pending.append((_unmarked(body) if body.startswith(_MARKED) else body) + b"\n")
             return body
         h = self.hash_of(body)
         self.advance(h)
@@ -86,7 +88,7 @@ class Chain:
         """`sealed` for a firing's line (its encoding `body`, marked `replayed` or not)."""
         pending = self.pending
         if len(pending) < COVERED_LINES:
-            pending.append(_unmarked(body) if replayed else body)
+            pending.append((_unmarked(body) if replayed else body) + b"\n")
             return body
         return self.sealed(body)
 

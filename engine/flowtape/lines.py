@@ -38,10 +38,10 @@ def line_format(actor: str, q_in: int | None, q_out: int | None, within: str | N
     put = b',"%s":[[%d,[%%s]]]' % (b"p" if top else b"produced", q_out) if q_out is not None else _NOTHING
     if within is None:  # a SimpleFiring's line
         sizes = b"%d,%d" if q_in is not None and q_out is not None else _NOTHING + b"%d"
-        return b'{"t":"F","s":%d%s,"a":' + _name(actor) + b',"n":%d' + took + put + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}'
+        return b'{"t":"F","s":%d%s,"a":' + _name(actor) + b',"n":%d' + took + put + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}\n'
     # a nested Firing's line: no sizes, no round (its step, a composite's, says them)
     return (b'{"t":"f"%s,"actor":' + _name(actor) + b',"fireCount":%d' + took + put
-            + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}')
+            + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}\n')
 
 
 def spread_format(actor: str, takes: tuple[int, ...], puts: tuple[int, ...], within: str | None = None) -> bytes:
@@ -58,6 +58,6 @@ def spread_format(actor: str, takes: tuple[int, ...], puts: tuple[int, ...], wit
     if within is None:
         sizes = b",".join([b"%d"] * len(set(takes) | set(puts)))
         return (b'{"t":"F","s":%d%s,"a":' + _name(actor) + b',"n":%d' + consumed + produced
-                + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}')
+                + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}\n')
     return (b'{"t":"f"%s,"actor":' + _name(actor) + b',"fireCount":%d' + consumed + produced
-            + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}')
+            + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}\n')

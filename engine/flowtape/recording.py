@@ -15,54 +15,99 @@ from msgspec import Raw
 from .checkpoints import checkpoint_due
 from .digests import digest, taken_hex
 from .lines import line_format, spread_format
-from .network import Actor, Item, Queue
+from .network import IMMUTABLE, Actor, Item, Queue
 from .tape import Firing, SimpleFiring, touched_queues
 from .usage import ModelCall
+from .values import SCALARS, NotEncodable, encode, encode_plain
 
 if TYPE_CHECKING:
+    from .firing import Outcome
     from .scheduler import Context, Engine
 
 
-def write_simple(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],
-                 produced: list[tuple[Queue, list[Item]]], state: Raw | None, ctx: Context | None, start: int) -> bool:
-    """Write the line of a live firing that took at most one token and put at most one, with no
-    chat, calls or problem (the caller checked those), and count its step; False, having done
-    nothing, for a firing of another shape."""
-    q_in = None
-    took: bytes | Raw = b""  # (what a shape without a take or a put writes nothing of)
-    put: bytes | Raw = b""
+def commit_quick(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[Item]]], outcome: Outcome, fire_count: int,
+                 state: Raw | None, ctx: Context | None, start: int, ended: int) -> bool:
+    """Commit a quick live firing of the usual shape in one go: at most one token taken, at most
+    one value put on a port wired to one queue (a value that cannot change), no chat or model
+    calls, its state (if any) saved. What Engine._commit does, for this shape: put the token, count
+    the firing and its step, and write the line, filled into the actor's format for the shape
+    (lines.py). False, having done nothing, for a firing of another shape (or whose value has no
+    encoding): Engine._commit takes it."""
+    if outcome.chat is not None or outcome.calls is not None:
+        return False
+    outputs = outcome.outputs
+    q_in = q_out = None
+    took: bytes = b""  # (what a shape without a take or a put writes nothing of: lines.py's %.0s)
+    put: bytes = b""
     size_in: int | bytes = b""
     size_out: int | bytes = b""
     i = o = -1
+    if outputs:
+        if len(outputs) != 1:
+            return False
+        port, value = outputs[0]
+        queues = actor.outputs.get(port)
+        kind = type(value)
+        if queues is None or len(queues) != 1 or kind not in IMMUTABLE:
+            return False
+        try:
+            put = encode_plain(value) if kind in SCALARS else encode(value)
+        except (UnicodeEncodeError, NotEncodable):  # (a string with a lone surrogate: Engine._commit says why)
+            return False
+        q_out = queues[0]
+        o = q_out.index
     if takes:
+        if len(takes) != 1:
+            return False
         q_in, taken = takes[0]
-        if len(taken) != 1:
+        if len(taken) != 1 or q_in is q_out:
             return False
-        value, token = taken[0]
+        i = q_in.index
+    elif q_out is None:
+        return False  # a source that gave nothing: no firing at all
+    # committed from here on
+    actor.fire_count = fire_count
+    engine.firings += 1
+    if q_out is not None:
+        q_out.items.append((value, Raw(put)))
+        if q_out.consumer is not None:
+            engine._mark(q_out.consumer)
+        if engine.check_actions:
+            engine.live_queues.add(o)
+        size_out = len(q_out.items)
+    actor.pool.progress += 1
+    seq = engine.seq = engine.seq + 1
+    if q_in is not None:
+        taken_value, token = taken[0]
         if token is not engine.taken_token:  # (a token fanned out is one object in each queue: digested once)
-            engine.taken_digest = taken_hex(value, token)
+            engine.taken_digest = taken_hex(taken_value, token)
             engine.taken_token = token
-        took, size_in, i = engine.taken_digest, len(q_in.items), q_in.index
-    if produced:
-        q_out, out = produced[0]
-        if len(out) != 1 or q_out is q_in:
-            return False
-        put, size_out, o = out[0][1], len(q_out.items), q_out.index
-    elif q_in is None:
-        return False
+        took = engine.taken_digest
+        size_in = len(q_in.items)
     line = actor.formats.get((i, o)) or _format(actor, i, o, ctx)
     tape = engine.tape
     assert tape is not None
     state_part = tape.state_part(actor.path, state) if state is not None else b""
-    seq = engine.seq
+    at, dur = (start - engine.t0) // 1000, (ended - start) // 1000
     if ctx is not None:  # a nested firing: its top-level firing's step says what it touched
-        _within(ctx, takes, produced, True)
+        ctx.taken.extend(takes)
+        if q_in is not None:
+            ctx.touched.add(q_in)
+        if q_out is not None:
+            ctx.touched.add(q_out)
+        ctx.any_live = True
         tape.simple(line % (b"" if seq == tape.step + 1 else b',"seq":%d' % seq, fire_count, took, put, state_part,
-                            ctx.fire_count, (start - engine.t0) // 1000, (time.perf_counter_ns() - start) // 1000),
-                    tape.step, tape.round)
+                            ctx.fire_count, at, dur), tape.step, tape.round)
         return True
+    # its step (Engine.count_step, written out: a top-level firing's round is the pool's round it was chosen in)
     engine.last_taken = takes
-    steps, round_, at, dur = engine.count_step(actor, start)
+    steps = engine.steps = engine.steps + 1
+    round_ = engine.last_round = actor.turn - 1
+    if round_:
+        engine.rounds[actor.path] = round_
+    if engine.on_step is not None:
+        engine.on_step(steps, engine.firings, actor.path)
+    engine.last_step_seq = seq
     a, b = (size_in, size_out) if i < o else (size_out, size_in)  # (in the queues' order; one lacking goes first)
     tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, took, put, a, b,
                         b"" if round_ == tape.round else b',"r":%d' % round_, at, dur, state_part), steps, round_)

@@ -28,9 +28,9 @@ from .composites import fire_control, fire_subflow
 from .digests import digest
 from .errors import FiringStopped
 from .executors import Executor, ThreadExecutor
-from .firing import GuardFailed, Plan, give_back, select
+from .firing import GuardFailed, Outcome, Plan, give_back, select
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
-from .recording import write_record, write_simple, write_spread
+from .recording import commit_quick, write_record, write_spread
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
@@ -43,7 +43,7 @@ from .writer import TapeWriter
 # workers cannot run Python meanwhile anyway, and handing the lock (and the GIL) back and forth
 # for every firing of trivial actors costs more than the firings. Slower actions (I/O, a model
 # call, anything that releases the GIL) run with the lock released, in parallel.
-QUICK_ACTION = 50e-6  # seconds
+QUICK_ACTION = 50_000  # nanoseconds
 SETTLE_WAIT = 1.0  # seconds a stopping run waits for the lock before it ends without it
 
 
@@ -353,22 +353,25 @@ class Engine:
         release = self.exclusive is None and not actor.quick
         if release:
             self.cond.release()
+        taped = self.tape is not None
+        encoded: tuple[list[tuple[Queue, list[Item]]], str | None, Raw | None] | None = None
+        state: Raw | None = None
+        state_problem: str | None = None
+        recorded = b""
         error: BaseException | None = None
         try:
-            began = time.perf_counter()
             outcome = self.executor.execute(actor, plan, self.work_dir, self.base_dir, self.agents)
-            actor.quick = time.perf_counter() - began < QUICK_ACTION
-            if self.tape is not None:
-                produced, problem = self._encode_outputs(actor, outcome.outputs)
+            ended = time.perf_counter_ns()
+            actor.quick = ended - start < QUICK_ACTION
+            if taped:
                 recorded = actor.state_enc
                 if recorded or len(actor.obj.__dict__) != actor.plain_size:
                     state, state_problem = recorded_state(actor)
-                else:  # (recorded_state's first test, without its call: most actors hold no state)
-                    state = state_problem = None
-                chat = Raw(encode(outcome.chat)) if outcome.chat else None
+                # (else recorded_state's first test, without its call: most actors hold no state)
+                if release:  # a slow firing's encodings are made while the lock is let go
+                    encoded = self._encoded(actor, outcome)
             else:  # nothing is recorded: skip the encodings altogether
-                produced, problem = self._plain_outputs(actor, outcome.outputs), None
-                state = chat = state_problem = None
+                encoded = self._plain_outputs(actor, outcome.outputs), None, None
         except BaseException as exc:  # noqa: BLE001 - any failure of user code fails the run
             error = exc
         finally:
@@ -376,6 +379,13 @@ class Engine:
                 self.returning.append(None)
                 self.cond.acquire()
                 self.returning.pop()
+        if encoded is None and error is None:  # a quick firing of a taped run
+            if state_problem is None and commit_quick(self, actor, plan.takes, outcome, fire_count, state, ctx, start, ended):
+                return
+            try:
+                encoded = self._encoded(actor, outcome)
+            except BaseException as exc:  # noqa: BLE001 - a value of the user's that failed to encode
+                error = exc
         if error is not None:
             give_back(plan.takes)
             if isinstance(error, KeyboardInterrupt) and self.stop_requested:
@@ -384,16 +394,23 @@ class Engine:
                 return  # the stop ended its tool or model call: the firing did not happen, the run is stopped, not failed
             self._fail(actor, fire_count, error, plan.takes)
             return
+        assert encoded is not None
+        produced, problem, chat = encoded
         if not plan.takes and not produced and actor.spec is not None:
             # A source with nothing to give: not a firing, even if it changed its state (it counted
             # the call first, say); the tape holds the state its last firing left, as it would untaped.
-            if self.tape is not None:
+            if taped:
                 actor.state_enc = recorded
             actor.idle = True
             actor.pool.idle.append((actor, actor.pool.progress))
             return
         self._commit(actor, fire_count, plan.takes, produced, state, chat, ctx, start, False, problem or state_problem,
                      calls=outcome.calls)
+
+    def _encoded(self, actor: Actor, outcome: Outcome) -> tuple[list[tuple[Queue, list[Item]]], str | None, Raw | None]:
+        """What a firing put, as tokens with their encodings (and what could not be encoded), and its chat."""
+        produced, problem = self._encode_outputs(actor, outcome.outputs)
+        return produced, problem, Raw(encode(outcome.chat)) if outcome.chat else None
 
     def _plain_outputs(self, actor: Actor, outputs: list[tuple[str, Any]]) -> list[tuple[Queue, list[Item]]]:
         produced: list[tuple[Queue, list[Item]]] = []
@@ -469,8 +486,6 @@ class Engine:
                     self.on_step(self.steps, self.firings, actor.path)
             return
         if digests is None and chat is None and not calls and not not_replayable:  # (live: a replay has its digests)
-            if len(takes) < 2 and len(produced) < 2 and write_simple(self, actor, fire_count, takes, produced, state, ctx, start):
-                return
             if write_spread(self, actor, fire_count, takes, produced, state, ctx, start):
                 return
         write_record(self, actor, fire_count, takes, produced, state, chat, ctx, start, replayed, not_replayable, digests, calls)

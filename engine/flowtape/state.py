@@ -18,7 +18,7 @@ from msgspec import Raw
 from .firing import value_of
 from .model import TaskSpec
 from .network import IMMUTABLE, LAZY, Actor
-from .values import NotEncodable, encode
+from .values import SCALARS, NotEncodable, encode, encode_plain
 
 WATCH_LIMIT = 16 << 10  # bytes: a parameter this big encoded is checked for changes after every firing
 
@@ -184,12 +184,23 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
             return None, None  # a stateless actor: nothing but parameters as given and Flowtape's own fields
     state = {k: v for k, v in attrs.items() if k not in fixed}
     try:
-        if actor.settled or actor.watched:
+        changed = bool(actor.watched or actor.given)  # (else: has a parameter been given anew?)
+        if not changed:
+            for name, value in actor.settled:
+                if attrs.get(name, value) is not value:
+                    changed = True
+                    break
+        if changed:
             shared = _changed_parameters(actor, attrs, state)
             if shared is not None:
                 return None, shared
-        enc = encode(state)
-    except NotEncodable:
+        for value in state.values():
+            if type(value) not in SCALARS:
+                enc = encode(state)
+                break
+        else:  # a state of plain scalars (the usual counter or flag): msgspec writes it as it is
+            enc = encode_plain(state)
+    except (NotEncodable, UnicodeEncodeError):  # (a lone surrogate: encode says so, encode_plain raises it as it is)
         return None, _problem(actor.path, state)
     last = actor.state_enc
     if enc.count(b"[") + enc.count(b"{") > 2:  # two containers at least: one may be held twice

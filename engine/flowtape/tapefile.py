@@ -8,10 +8,12 @@ OSError there, never a SIGBUS on a store), and cut to the length written when th
 So a killed writer leaves the rest of its last window as zero bytes: readers take a zero-filled
 tail for the end of the tape (`tape.zero_tail`), and a line cut off in it as a torn line.
 
-Each line's newline is stored after the rest of it: a reader that sees the newline (another
-process following the tape, or whoever reads what a kill left) sees the whole line, however the
-copy of its body was ordered. Blocks of many lines (a resumed run's copied prefix, a checkpoint)
-go through pwrite(2), which copies in order: a kill leaves a prefix of them."""
+A line is stored by one copy, its newline with it. A copy does not store in order, so a reader
+(another process following the tape, or whoever reads what a kill left) may see a line's newline
+before the rest of it; but what is not stored yet is still the window's zero bytes, and no line
+holds a zero byte: a last line with one in it is a line being stored, read as torn
+(`tape.being_stored`). Blocks of many lines (a resumed run's copied prefix) go through pwrite(2),
+which copies in order: a kill leaves a prefix of them."""
 
 from __future__ import annotations
 
@@ -33,8 +35,9 @@ class TapeFile:
         self._base = self._end = os.fstat(self._fd).st_size  # the window's first and last offsets
         self._map: mmap.mmap | None = None
         self.closed = False
-        # the window's own write, for a caller that stores a line's body and newline itself: it
-        # raises ValueError, having stored nothing, when the window has no room (then `line` it)
+        # the window's own write, for a caller that stores whole lines itself (the writer's
+        # simple lines): it raises ValueError, having stored nothing, when the window has no room
+        # (then `append` it)
         self.store: Callable[[bytes], int] = self._no_room
 
     @staticmethod
@@ -47,17 +50,16 @@ class TapeFile:
         return self._base + self._map.tell() if self._map is not None else self._end
 
     def line(self, body: bytes) -> None:
-        """Append one line: `body` (no newline in it), then its newline."""
+        """Append one line: `body` (no newline in it) and its newline."""
+        self.append(body + b"\n")
+
+    def append(self, line: bytes) -> None:
+        """Append `line`, its newline included."""
         try:
-            self.store(body)
+            self.store(line)
         except ValueError:  # no room left in the window: the next one starts where this ends
-            self._window(len(body) + 1)
-            self.store(body)
-        try:
-            self.store(b"\n")
-        except ValueError:
-            self._window(1)
-            self.store(b"\n")
+            self._window(len(line))
+            self.store(line)
         if self.durable:
             self.sync()
 

@@ -37,9 +37,10 @@ MAX_DEPTH = 200
 # A reusable Encoder skips per-call option parsing. Keys stay in insertion order, so a dict comes
 # back as it was built (its order is something a flow can see); digests sort them (`digest`).
 _enc: Callable[[object], bytes] = msgspec.json.Encoder().encode
+encode_plain = _enc  # `encode` of a value of plain scalars (SCALARS, and dicts and lists of them): msgspec's own
 _enc_sorted: Callable[[object], bytes] = msgspec.json.Encoder(order="sorted").encode
 _dec: Callable[[bytes | str], Any] = msgspec.json.Decoder().decode
-_SCALAR = frozenset({str, int, bool, type(None)})
+_SCALAR = SCALARS = frozenset({str, int, bool, type(None)})  # what msgspec writes as the tagged JSON has it
 _NUMBERS = frozenset({int, bool, float})
 _DEFAULT_PATH = type(Path())
 _MISSING = object()

@@ -66,17 +66,18 @@ class TapeWriter:
                 edit = self._edit_of(record.actor, record.state)
                 if edit is not None:
                     record.state, record.stateEdit = NO_STATE, edit
-            self._store(self._chain.sealed_firing(_encode(record), record.replayed))
+            self._line(self._chain.sealed_firing(_encode(record), record.replayed))
             if checkpoint is not None:
                 self._line(self._seal(checkpoint))
 
     def simple(self, line: bytes, step: int, round_: int) -> None:
-        """Write a simple firing's line built by lines.py, at step `step` of round `round_` (a
-        nested firing's: the writer's own). Called with the engine's lock held, as every firing's
-        record is written, so the writer's own lock would only cost its time (2,000 instructions
-        a firing). A run that ends without the engine's lock (a firing stuck in its action keeps
-        it) may close the tape beside a late call: its store then finds the mapping closed, and
-        the file refuses a new window (`TapeFile.closed`), so nothing is written after the end."""
+        """Write a simple firing's line built by lines.py (its newline included), at step `step`
+        of round `round_` (a nested firing's: the writer's own). Called with the engine's lock
+        held, as every firing's record is written, so the writer's own lock would only cost its
+        time (2,000 instructions a firing). A run that ends without the engine's lock (a firing
+        stuck in its action keeps it) may close the tape beside a late call: its store then finds
+        the mapping closed, and the file refuses a new window (`TapeFile.closed`), so nothing is
+        written after the end."""
         if self.closed:
             return
         self.step = step
@@ -85,29 +86,22 @@ class TapeWriter:
         if len(pending) < COVERED_LINES:
             pending.append(line)
         else:
-            line = self._chain.sealed(line)
-        self._store(line)
-
-    def _store(self, body: bytes) -> None:
-        """A firing's line and its newline into the window (TapeFile.line, its usual case without
-        its call), or by `line` when the window has no room."""
-        store = self._file.store
+            line = self._chain.sealed(line[:-1]) + b"\n"
         try:
-            store(body)
+            self._file.store(line)  # (TapeFile.append, its usual case without its call)
         except ValueError:
-            self._line(body)
+            self._file.append(line)
         else:
-            try:
-                store(b"\n")
-            except ValueError:
-                self._line(b"")
             if self.durable:
                 self._file.sync()
 
     def state_part(self, actor: str, state: Raw) -> bytes:
         """A simple firing's line's state field (lines.py): the state whole, or as an edit of the
-        actor's last one."""
-        edit = self._edit_of(actor, state)
+        actor's last one (`_edit_of`, written out: most states are small, and their last one too)."""
+        states = self._states
+        last = states.get(actor)
+        states[actor] = state
+        edit = edit_between(bytes(last), bytes(state)) if last is not None and len(last) >= EDIT_FROM else None
         return b',"state":' + state if edit is None else b',"stateEdit":' + _encode(edit)
 
     def _seal(self, record: msgspec.Struct) -> bytes:
