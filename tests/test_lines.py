@@ -5,12 +5,13 @@ and a tape written with them tells the very story the Structs' path writes."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
 import pytest
-from flowtape import scheduler
-from flowtape.lines import line_format, spread_format
+from flowtape import composites, scheduler
+from flowtape.lines import line_format, spread_format, start_format, step_format
 from flowtape.loader import load_module
 from flowtape.runner import execute
 from flowtape.tape import Firing, SimpleFiring, Step, decode_written, encode_record, read_tape
@@ -88,6 +89,31 @@ def test_a_firing_of_many_queues_is_the_structs_line(within):
     assert line == msgspec.json.encode(record)
 
 
+@pytest.mark.parametrize("within", [None, "outer%"])
+def test_a_composites_own_record_is_the_structs_line(within):
+    cases = [  # (takes, puts, consumed, produced, fields as the format takes them after seq and fire count)
+        ((), (4,), [], [(4, [Raw(b"0")])], [b"0"]),  # a loop handing in an item
+        ((), (), [], [], []),  # a loop that is done, its `out` wired to nothing
+        ((1,), (2, 5), [(1, 1, "0123456789abcdef")], [(2, [Raw(b"true")]), (5, [Raw(b'"x"'), Raw(b"2")])],
+         [1, b"0123456789abcdef", b"true", b'"x",2']),  # an if taking its condition, a workflow its inputs
+    ]
+    for takes, puts, consumed, produced, fields in cases:
+        line_of = start_format("lp%", takes, puts, within)
+        for seq in (0, 7):
+            record = Firing(seq=seq, actor="lp%", fireCount=3, consumed=consumed, produced=produced,
+                            within=(within, 2) if within is not None else None)
+            line = _line(line_of, b',"seq":%d' % seq if seq else b"", 3, *fields, *([2] if within is not None else []))
+            assert line == msgspec.json.encode(record), (takes, puts, seq)
+
+
+def test_a_composites_step_is_the_structs_line():
+    for queues, round_ in [([(0, 0), (1, 2), (7, 0)], -1), ([], 3)]:
+        record = Step(step=9, journalSeq=14, actor="lp%", fireCount=3, queues=queues, round=round_, at=50, dur=8)
+        line = _line(step_format("lp%"), 9, 14, 3, b',"q":' + msgspec.json.encode(queues) if queues else b"",
+                     b',"r":%d' % round_ if round_ >= 0 else b"", 50, 8)
+        assert line == msgspec.json.encode(record), (queues, round_)
+
+
 def _story(path: Path) -> list[object]:
     """The tape's firings and steps, without what differs from run to run (times, hashes)."""
     told: list[object] = []
@@ -107,16 +133,29 @@ def test_a_tape_written_by_formats_tells_what_the_structs_tell(file, workflow, i
         refused: list[object] = []
         patch.setattr(scheduler, "commit_quick", lambda *args: refused.append(args[1]))  # (None: not committed)
         patch.setattr(scheduler, "write_spread", lambda *args: refused.append(args[1]))
+        patch.setattr(composites, "write_start", lambda engine, actor, fire_count, takes, produced, ctx: engine.tape.write(
+            engine._firing_record(actor, fire_count, takes, produced, ctx, False)))
+        patch.setattr(composites, "write_step", lambda engine, actor, fire_count, touched, start: engine.tape.write(
+            engine._step(actor, fire_count, False, touched, start)))
         slow = execute(getattr(module, workflow), inputs, max_workers=1, runs_dir=tmp_path / "slow")
     assert refused  # (the engine asked the patched one: the slow tape is the Structs')
     assert fast.status == slow.status == "succeeded"
     assert _story(fast.run_dir / "tape.jsonl") == _story(slow.run_dir / "tape.jsonl")
-    raw = (fast.run_dir / "tape.jsonl").read_bytes().splitlines()
-    formatted = [line for line in raw if line.startswith((b'{"t":"F"', b'{"t":"f"'))]
-    assert formatted
-    for line in formatted:  # what msgspec writes for the record the line holds: the same bytes
-        assert encode_record(decode_written(line)) == line
+    _same_bytes_as_the_structs(fast.run_dir / "tape.jsonl")
     verify_run(fast.run_dir)  # (raises on a broken rule)
+
+
+def _same_bytes_as_the_structs(path: Path) -> None:
+    """Each line a format wrote is what msgspec writes for the record it holds; but for a time of
+    0 µs, which a format writes and msgspec leaves out (a SimpleFiring's or a Step's `at` and
+    `d`/`dur` default to 0): read back, the same record."""
+    raw = path.read_bytes().splitlines()
+    formatted = [line for line in raw if line.startswith((b'{"t":"F"', b'{"t":"f"', b'{"t":"s"'))]
+    assert formatted
+    for line in formatted:
+        again = encode_record(decode_written(line))
+        if again != line:
+            assert decode_written(again) == decode_written(line) and re.search(rb'"(at|d|dur)":0[,}]', line), line
 
 
 @pytest.mark.parametrize(("file", "workflow"), [("shapes.py", "main"), ("scopes.py", "if_branch"), ("growing.py", "main")])
@@ -124,7 +163,5 @@ def test_lines_written_by_four_workers_are_the_structs_and_verify(file, workflow
     monkeypatch.setenv("FT_LOG", str(tmp_path / "log.txt"))
     run = execute(getattr(load_module(FLOWS / file), workflow), max_workers=4, runs_dir=tmp_path)
     assert run.status == "succeeded"
-    for line in (run.run_dir / "tape.jsonl").read_bytes().splitlines():
-        if line.startswith((b'{"t":"F"', b'{"t":"f"')):
-            assert encode_record(decode_written(line)) == line
+    _same_bytes_as_the_structs(run.run_dir / "tape.jsonl")
     verify_run(run.run_dir)

@@ -13,6 +13,7 @@ from .digests import digest
 from .firing import Plan, value_of
 from .midloop import iterate
 from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
+from .recording import write_start, write_step
 from .values import NotEncodable, encode
 
 if TYPE_CHECKING:
@@ -81,12 +82,22 @@ def _commit_start(
             engine.loops_mid.add(actor.path)
         else:
             engine.loops_mid.discard(actor.path)
-    engine._write(engine._firing_record(actor, fire_count, takes, produced, ctx, covered and not again))
+    if engine.tape is None:
+        return
+    if covered and not again:  # (replayed: as the recorded run wrote it, by its Struct)
+        engine.tape.write(engine._firing_record(actor, fire_count, takes, produced, ctx, True))
+    else:
+        write_start(engine, actor, fire_count, takes, produced, ctx)
 
 def _finish_composite(engine: Engine, actor: Actor, fire_count: int, ctx: Context | None, inner: Context, start: int) -> None:
     if ctx is None and not engine.halted:
         engine.last_taken = inner.taken
-        engine._write(engine._step(actor, fire_count, not inner.any_live, inner.touched, start))
+        if engine.tape is None:
+            engine.count_step(actor, start)
+        elif inner.any_live:
+            write_step(engine, actor, fire_count, inner.touched, start)
+        else:  # (replayed: by its Struct, as the recorded run's)
+            engine.tape.write(engine._step(actor, fire_count, True, inner.touched, start))
 
 
 def fire_control(engine: Engine, pool: Pool, ctx: Context | None) -> bool:

@@ -61,3 +61,22 @@ def spread_format(actor: str, takes: tuple[int, ...], puts: tuple[int, ...], wit
                 + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}\n')
     return (b'{"t":"f"%s,"actor":' + _name(actor) + b',"fireCount":%d' + consumed + produced
             + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}\n')
+
+
+def start_format(actor: str, takes: tuple[int, ...], puts: tuple[int, ...], within: str | None = None) -> bytes:
+    """A composite's own record as its firing starts (a loop handing in an item, an if its
+    condition, a nested workflow its inputs), live: a Firing line without times. Its fields: the
+    seq part, the fire count, each take's count and digest, each put's tokens (encoded,
+    comma-separated), and inside another composite the top-level firing's count."""
+    took = b",".join(b'[%d,%%d,"%%s"]' % q for q in takes)
+    put = b",".join(b"[%d,[%%s]]" % q for q in puts)
+    return (b'{"t":"f"%s,"actor":' + _name(actor) + b',"fireCount":%d'
+            + (b',"consumed":[' + took + b"]" if takes else b"") + (b',"produced":[' + put + b"]" if puts else b"")
+            + (b',"within":[' + _name(within) + b",%d]" if within is not None else b"") + b"}\n")
+
+
+def step_format(actor: str) -> bytes:
+    """A composite's step, live (its firings are written before it, so it names its own): the
+    step, its journal seq, the fire count, the queues part (`,"q":[[index,size],...]`, or empty
+    when it touched none), the round part, at and dur."""
+    return b'{"t":"s","step":%d,"journalSeq":%d,"actor":' + _name(actor) + b',"fireCount":%d%s%s,"at":%d,"dur":%d}\n'

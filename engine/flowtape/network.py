@@ -123,6 +123,8 @@ class Actor:
     answer: dict[str, Any] | None = None  # an agent's next answer, edited by a fork (fork.py): given, not asked
     formats: dict[tuple[int, int], bytes] = field(default_factory=dict)  # its simple firings' line formats, by queues taken from and put into (lines.py)
     spreads: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[bytes, list[Any]]] = field(default_factory=dict)  # and of many queues, with the queues touched (lines.py)
+    starts: dict[tuple[tuple[int, ...], tuple[int, ...]], bytes] = field(default_factory=dict)  # a composite's: its own record's, by queues (lines.py)
+    step_line: bytes = b""  # and its step's format, once made
 
     # The node's, copied once: the scheduler reads them for every firing, and a property's call
     # costs more than what it returns.

@@ -14,7 +14,7 @@ from msgspec import Raw
 
 from .checkpoints import checkpoint_due
 from .digests import digest, taken_hex
-from .lines import line_format, spread_format
+from .lines import line_format, spread_format, start_format, step_format
 from .network import IMMUTABLE, Actor, Item, Queue
 from .tape import Firing, SimpleFiring, touched_queues
 from .usage import ModelCall
@@ -141,8 +141,10 @@ def _format(actor: Actor, q_in: int, q_out: int, ctx: Context | None) -> bytes:
 
 def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],
                  produced: list[tuple[Queue, list[Item]]], state: Raw | None, ctx: Context | None, start: int) -> bool:
-    """`write_simple`, for a firing of several queues (a join, a fan-out) or several tokens of one;
-    False, having done nothing, for one that takes from a queue it puts into (or touches none)."""
+    """Write the line of a live firing of several queues (a join, a fan-out), several tokens of
+    one, or a slow firing's of any shape, filled into the actor's format for its queues
+    (lines.spread_format), and count its step; False, having done nothing, for one that takes from
+    a queue it puts into (or touches none)."""
     key = (tuple([q.index for q, _ in takes]), tuple([q.index for q, _ in produced]))
     found = actor.spreads.get(key)
     if found is None:
@@ -176,6 +178,40 @@ def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     if steps >= engine.checkpoint_at:
         _checkpoint(engine)
     return True
+
+
+def write_start(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],
+                produced: list[tuple[Queue, list[Item]]], ctx: Context | None) -> None:
+    """A live composite firing's own record, as it starts (composites.py), filled into the
+    composite's format for its queues (lines.start_format): the bytes its Firing's Struct gives."""
+    key = (tuple([q.index for q, _ in takes]), tuple([q.index for q, _ in produced]))
+    line = actor.starts.get(key)
+    if line is None:
+        line = actor.starts[key] = start_format(actor.path, *key, ctx.actor.path if ctx is not None else None)
+    fields: list[object] = []
+    for _, items in takes:
+        fields += (len(items), digest([e for _, e in items]).encode())
+    fields += [b",".join([e for _, e in items]) for _, items in produced]
+    if ctx is not None:
+        fields.append(ctx.fire_count)
+    tape = engine.tape
+    assert tape is not None
+    seq = engine.seq
+    tape.simple(line % (b"" if seq == tape.step + 1 else b',"seq":%d' % seq, fire_count, *fields), tape.step, tape.round)
+
+
+def write_step(engine: Engine, actor: Actor, fire_count: int, touched: set[Queue], start: int) -> None:
+    """A live top-level composite firing's step, written once all it ran is (composites.py), filled
+    into the composite's step format (lines.step_format): the bytes its Step's Struct gives."""
+    steps, round_, at, dur = engine.count_step(actor, start)
+    tape = engine.tape
+    assert tape is not None
+    line = actor.step_line
+    if not line:
+        line = actor.step_line = step_format(actor.path)
+    sizes = sorted([(q.index, len(q.items)) for q in touched])
+    tape.simple(line % (steps, engine.seq, fire_count, b',"q":' + encode_plain(sizes) if sizes else b"",
+                        b"" if round_ == tape.round else b',"r":%d' % round_, at, dur), steps, round_)
 
 
 def write_record(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple[Queue, list[Item]]],

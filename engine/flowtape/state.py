@@ -194,16 +194,18 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
             shared = _changed_parameters(actor, attrs, state)
             if shared is not None:
                 return None, shared
+        flat = True
         for value in state.values():
             if type(value) not in SCALARS:
-                enc = encode(state)
+                flat = False
                 break
-        else:  # a state of plain scalars (the usual counter or flag): msgspec writes it as it is
-            enc = encode_plain(state)
+        # a state of plain scalars (the usual counter or flag) is written by msgspec as it is, and
+        # holds nothing that two fields could share
+        enc = encode_plain(state) if flat else encode(state)
     except (NotEncodable, UnicodeEncodeError):  # (a lone surrogate: encode says so, encode_plain raises it as it is)
         return None, _problem(actor.path, state)
     last = actor.state_enc
-    if enc.count(b"[") + enc.count(b"{") > 2:  # two containers at least: one may be held twice
+    if not flat and enc.count(b"[") + enc.count(b"{") > 2:  # two containers at least: one may be held twice
         ids = tuple(map(id, state.values()))
         moved, actor.state_ids = ids != actor.state_ids, ids  # (a field given another object: `self.view = self.items`)
         if moved or enc != last:
