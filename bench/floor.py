@@ -6,14 +6,15 @@ Per firing that is: encode the token it put (values.encode), digest the token it
 plain scalar cannot need), fill in its line's format (lines.py: one bytes `%` with what changes
 from firing to firing; the very bytes msgspec gives for the record), seal the line into the hash
 chain (chain.Chain: a blake2b over the last 16 lines once every 16 lines) and store it in the
-tape's file through its shared mapping (tapefile.TapeFile: the line, then its newline; no system
-call but a page fault every 4 KiB and a new window every 256 KiB). A store into a shared mapping
+tape's file through its shared mapping (tapefile.TapeFile: the line and its newline in one copy; no
+system call but a page fault every 4 KiB and a new window every 256 KiB). A store into a shared mapping
 survives a SIGKILL as a write(2) does, so every completed firing is still on the tape. Each part
 is timed alone (best of a few runs), the write(2) a line that format 6 made beside the store, and
 all of them together through the real writer (writer.TapeWriter.simple, as the engine calls it),
-so that the bench's "recording costs" figure can be held against it: what the engine spends
-beyond this floor is the engine's (its state check, the step's count and round, the calls
-between), not the format's.
+so that the bench's "recording costs" figure can be held against it. In a run, each part costs
+two to three times what it costs here (docs/tape-format.md, *What the tape costs*: the engine's
+code and data take the caches between two firings), and the engine adds its share (the firing's
+shape, its state, the step's count and round).
 
     python bench/floor.py [FIRINGS]    # first word of the output: microseconds per firing
 """
@@ -50,7 +51,8 @@ def _best(run: Callable[[int], None], firings: int) -> float:
 
 
 def _line(i: int, token: Raw, digest: bytes) -> bytes:
-    """A chain firing's line as the engine fills it in (seq and round as the step's, no state)."""
+    """A chain firing's line as the engine fills it in (seq and round as the step's, no state),
+    its newline included."""
     return LINE % (i, b"", i, digest, token, 0, 1, b"", 1000 + i, 7, b"")
 
 
@@ -74,20 +76,21 @@ def pieces(firings: int, tmp: Path) -> dict[str, float]:
 
     def sealed(n: int) -> None:
         chain = Chain()
+        body = line[:-1]
         for _ in range(n):
-            chain.sealed_firing(line, False)
+            chain.sealed_firing(body, False)
 
     def stores(n: int) -> None:
         file = TapeFile(tmp / f"stores-{time.monotonic_ns()}.jsonl")
         for _ in range(n):
-            file.line(line)
+            file.append(line)
         file.close()
 
     def writes(n: int) -> None:  # (format 6's way, for the comparison: not part of the floor)
         fd = os.open(tmp / f"writes-{time.monotonic_ns()}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             for _ in range(n):
-                os.write(fd, line + b"\n")
+                os.write(fd, line)
         finally:
             os.close(fd)
 

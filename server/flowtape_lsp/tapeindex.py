@@ -446,7 +446,7 @@ class TapeIndex:
             try:
                 with open(self.path, "r+b") as fh:
                     with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                        if data.find(b"\n", self.offset) >= 0:
+                        if not _torn_rest(data[self.offset :]):
                             return False  # whole lines not read yet: what follows is no torn line to drop
                         chain.resume_after(data, 0, self.offset)
                     line = chain.seal(end)
@@ -457,3 +457,12 @@ class TapeIndex:
                 return False
             self.ingest_all()
             return self.end is not None
+
+
+def _torn_rest(rest: bytes) -> bool:
+    """Whether what follows a dead writer's last whole line is at most a torn line and its zero
+    tail: a line without its newline, or one whose newline its copy stored before all of the rest
+    (a zero byte inside: tape.being_stored), the process killed mid-copy."""
+    rest = rest.rstrip(b"\0")
+    cut = rest.find(b"\n")
+    return cut < 0 or (cut == len(rest) - 1 and b"\0" in rest)
