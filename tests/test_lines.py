@@ -131,7 +131,7 @@ def test_a_tape_written_by_formats_tells_what_the_structs_tell(file, workflow, i
     fast = execute(getattr(module, workflow), inputs, max_workers=1, runs_dir=tmp_path / "fast")
     with monkeypatch.context() as patch:  # every firing by its Struct: the path lines.py stands in for
         refused: list[object] = []
-        patch.setattr(scheduler, "commit_quick", lambda *args: refused.append(args[1]))  # (None: not committed)
+        patch.setattr(scheduler, "commit_simple", lambda *args: refused.append(args[1]))  # (None: not committed)
         patch.setattr(scheduler, "write_spread", lambda *args: refused.append(args[1]))
         patch.setattr(composites, "write_start", lambda engine, actor, fire_count, takes, produced, ctx: engine.tape.write(
             engine._firing_record(actor, fire_count, takes, produced, ctx, False)))

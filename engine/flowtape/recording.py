@@ -1,9 +1,12 @@
-"""What a committed firing writes on the tape: its line, built by its format when it has a simple
-shape (lines.py, most firings), else its record's Struct; and the step a top-level firing is.
+"""What a committed firing writes on the tape: its line, filled into a format made once per actor
+and shape (lines.py) for most firings, else its record's Struct; the step a top-level firing is;
+and a composite's own record and step.
 
-Both run for every firing of a taped run, with the engine's lock held, so they are written out
-for speed: each attribute load and call saved here is a measurable part of what the tape costs
-(docs/tape-format.md, *What the tape costs*)."""
+The usual firing (one token taken, one value put) is committed here whole
+(`commit_simple`); the others by Engine._commit, which calls `write_spread` or `write_record`. All
+run for every firing of a taped run, with the engine's lock held, so they are written out for
+speed: what they do beyond the untaped run is what the tape costs (docs/tape-format.md, *What the
+tape costs*)."""
 
 from __future__ import annotations
 
@@ -25,12 +28,12 @@ if TYPE_CHECKING:
     from .scheduler import Context, Engine
 
 
-def commit_quick(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[Item]]], outcome: Outcome, fire_count: int,
+def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[Item]]], outcome: Outcome, fire_count: int,
                  state: Raw | None, ctx: Context | None, start: int, ended: int) -> bool:
-    """Commit a quick live firing of the usual shape in one go: at most one token taken, at most
-    one value put on a port wired to one queue (a value that cannot change), no chat or model
-    calls, its state (if any) saved. What Engine._commit does, for this shape: put the token, count
-    the firing and its step, and write the line, filled into the actor's format for the shape
+    """Commit a live firing of the usual shape in one go: at most one token taken, at most one
+    value put on a port wired to one queue (a value that cannot change), no chat or model calls,
+    its state (if any) saved. What Engine._commit does, for this shape: put the token, count the
+    firing and its step, and write the line, filled into the actor's format for the shape
     (lines.py). False, having done nothing, for a firing of another shape (or whose value has no
     encoding): Engine._commit takes it."""
     if outcome.chat is not None or outcome.calls is not None:

@@ -30,7 +30,7 @@ from .errors import FiringStopped
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Outcome, Plan, give_back, select
 from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
-from .recording import commit_quick, write_record, write_spread
+from .recording import commit_simple, write_record, write_spread
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
 from .state import recorded_state
@@ -368,8 +368,6 @@ class Engine:
                 if recorded or len(actor.obj.__dict__) != actor.plain_size:
                     state, state_problem = recorded_state(actor)
                 # (else recorded_state's first test, without its call: most actors hold no state)
-                if release:  # a slow firing's encodings are made while the lock is let go
-                    encoded = self._encoded(actor, outcome)
             else:  # nothing is recorded: skip the encodings altogether
                 encoded = self._plain_outputs(actor, outcome.outputs), None, None
         except BaseException as exc:  # noqa: BLE001 - any failure of user code fails the run
@@ -379,8 +377,9 @@ class Engine:
                 self.returning.append(None)
                 self.cond.acquire()
                 self.returning.pop()
-        if encoded is None and error is None:  # a quick firing of a taped run
-            if state_problem is None and commit_quick(self, actor, plan.takes, outcome, fire_count, state, ctx, start, ended):
+        if encoded is None and error is None:  # a taped run's firing (its outputs are encoded with the lock held: the GIL
+            # is held while they are anyway, so letting go of the lock would let no other firing go on meanwhile)
+            if state_problem is None and commit_simple(self, actor, plan.takes, outcome, fire_count, state, ctx, start, ended):
                 return
             try:
                 encoded = self._encoded(actor, outcome)
