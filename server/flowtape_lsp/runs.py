@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
 PREINDEX = 3  # finished runs read in the background at startup, newest first ...
 PREINDEX_MAX_BYTES = 32 << 20  # ... when small: a big tape's last step is answered from its end
+HEADER_WAIT = 5.0  # seconds a request waits for a followed run's header, once its tape has bytes
 CHECK_FIRST_BYTES = 8 << 20  # a tape not sealed here up to this size is checked before the first answer; a bigger one meanwhile
 
 
@@ -138,6 +139,8 @@ class RunManager:
                 raise P.damaged(run.run_id, f"the tape is shorter than when it was read ({_size(run.index.path)} bytes, "
                                             f"was {was}): it was cut short or replaced; ask again to read it as it is now")
             await asyncio.to_thread(run.index.ingest_all, until_step)
+        if run.starting() and _size(run.index.path):  # its header is on the tape, not yet read by its follower
+            await self._header_read(run)
         if run.index.header is None and run.index.corrupt is not None:
             raise P.damaged(run.run_id, run.index.corrupt)
         if run.index.header is None:
@@ -148,6 +151,16 @@ class RunManager:
             why = run.error or "no tape was written"
             raise P.not_found(f"run {run.run_id} failed before it started, so it has no steps: {why}")
         return run.index
+
+    @staticmethod
+    async def _header_read(run: Run) -> None:
+        """Wait a little for a followed run's follower to read the header its tape holds: a run
+        found on disk as it started (or just after it ended: a quick flow run from a terminal) is
+        followed from its first byte, and a request can come before the first read. The follower
+        alone reads a live tape, so that every step it reads is sent to the client."""
+        deadline = asyncio.get_running_loop().time() + HEADER_WAIT
+        while run.starting() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
 
     def _register(self, run_id: str, run_dir: Path, live: bool) -> Run:
         run = self.runs[run_id] = Run.on_disk(run_id, run_dir, live)
