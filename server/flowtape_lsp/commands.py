@@ -341,6 +341,7 @@ def register(server: FlowtapeServer) -> None:
     async def _get_steps(run: Run, p: P.GetStepsParams) -> Any:
         # `live` as it was before the page was read: a run that ends while it is read says `live`
         # once more, so a client polling until `live` is false asks again and gets the last steps
+        await manager.caught_up(run)
         was_live = run.live
         if p.from_ == 1 and run.starting():  # no steps yet, and no failure either: an empty first page
             return P.GetStepsResult(runId=run.run_id, steps=[], total=0, live=True).to_json()

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 DIR_POLL = 0.2  # how often the runs dir is scanned for runs started elsewhere
 PREINDEX = 3  # finished runs read in the background at startup, newest first ...
 PREINDEX_MAX_BYTES = 32 << 20  # ... when small: a big tape's last step is answered from its end
-HEADER_WAIT = 5.0  # seconds a request waits for a followed run's header, once its tape has bytes
+CATCH_UP_WAIT = 5.0  # seconds a request about a run found on disk waits for its follower to read what its tape held
 CHECK_FIRST_BYTES = 8 << 20  # a tape not sealed here up to this size is checked before the first answer; a bigger one meanwhile
 
 
@@ -139,8 +139,7 @@ class RunManager:
                 raise P.damaged(run.run_id, f"the tape is shorter than when it was read ({_size(run.index.path)} bytes, "
                                             f"was {was}): it was cut short or replaced; ask again to read it as it is now")
             await asyncio.to_thread(run.index.ingest_all, until_step)
-        if run.starting() and _size(run.index.path):  # its header is on the tape, not yet read by its follower
-            await self._header_read(run)
+        await self.caught_up(run)
         if run.index.header is None and run.index.corrupt is not None:
             raise P.damaged(run.run_id, run.index.corrupt)
         if run.index.header is None:
@@ -153,13 +152,19 @@ class RunManager:
         return run.index
 
     @staticmethod
-    async def _header_read(run: Run) -> None:
-        """Wait a little for a followed run's follower to read the header its tape holds: a run
-        found on disk as it started (or just after it ended: a quick flow run from a terminal) is
-        followed from its first byte, and a request can come before the first read. The follower
-        alone reads a live tape, so that every step it reads is sent to the client."""
-        deadline = asyncio.get_running_loop().time() + HEADER_WAIT
-        while run.starting() and asyncio.get_running_loop().time() < deadline:
+    async def caught_up(run: Run) -> None:
+        """Wait a little for the follower of a run found on disk to read what its tape held when
+        the request came: a run started from a terminal, or copied in, may have ended (or be
+        whole) before the directory's poll found it, and a request can come before the follower's
+        first reads (they wait their turn in the server's thread pool). The follower alone reads a live tape, so that every step it reads is sent to
+        the client. A run this server started streams as it goes: not waited for."""
+        if not run.live or run.owned:
+            return
+        index = run.index
+        size = _size(index.path)
+        deadline = asyncio.get_running_loop().time() + CATCH_UP_WAIT
+        while (run.live and not index.finished and index.corrupt is None and index.offset + index.torn < size
+               and asyncio.get_running_loop().time() < deadline):
             await asyncio.sleep(0.02)
 
     def _register(self, run_id: str, run_dir: Path, live: bool) -> Run:
