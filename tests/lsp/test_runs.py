@@ -226,6 +226,32 @@ async def test_a_tape_copied_in_cut_short_is_reported_not_written_to(client: Lan
     assert (workspace / ".flowtape" / "runs" / "copied-in" / "tape.jsonl").read_bytes() == cut
 
 
+async def test_a_run_found_on_disk_is_answered_as_far_as_its_tape_is_written(client: LanguageClient, workspace: Path) -> None:
+    """A whole run that appears in the runs directory (copied in, or run from a terminal and ended
+    before the directory's next poll) is followed like a live one; a request about it, once it is
+    listed, answers what its tape holds, not what its follower has read so far."""
+    import shutil  # noqa: I001
+
+    flow = write_flow(workspace, "count.py", count_flow(25_000))  # (a tape of more than one read chunk)
+    col = collector(client)
+    run = await command(client, "flowtape.run", {"uri": uri_of(flow), "workflow": "main"})
+    await col.finished(run["runId"], timeout=120)
+    runs = workspace / ".flowtape" / "runs"
+    source = runs / run["runId"]
+    steps = len(tape_steps(str(source)))
+    staged = workspace / "staged"
+    shutil.copytree(source, staged)
+    staged.rename(runs / "copied-in")  # (whole at once)
+    deadline = time.monotonic() + 30
+    while "copied-in" not in {r["runId"] for r in (await request(client, "flowtape/runs", {}))["runs"]}:
+        assert time.monotonic() < deadline, "the copied run was never found"
+        await asyncio.sleep(0.01)
+    page = await request(client, "flowtape/getSteps", {"runId": "copied-in", "from": steps, "limit": 1})
+    assert [s["step"] for s in page["steps"]] == [steps]  # its last step, though its follower had read less when asked
+    first = await request(client, "flowtape/getSteps", {"runId": "copied-in", "from": 1, "limit": 3})
+    assert [s["step"] for s in first["steps"]] == [1, 2, 3]
+
+
 FLOW_BIG_TOKEN = '''\
 from flowtape import Port, connect, task, workflow
 
