@@ -71,8 +71,9 @@ class TapeWriter:
                 self._line(self._seal(checkpoint))
 
     def simple(self, line: bytes, step: int, round_: int) -> None:
-        """Write a simple firing's line built by lines.py (its newline included), at step `step`
-        of round `round_` (a nested firing's: the writer's own). Called with the engine's lock
+        """Write a line the engine filled into a format of lines.py (a simple firing's, or a
+        composite's own record or step; its newline included), at step `step` of round `round_`
+        (a record that counts no step: the writer's own). Called with the engine's lock
         held, as every firing's record is written, so the writer's own lock would only cost its
         time (2,000 instructions a firing). A run that ends without the engine's lock (a firing
         stuck in its action keeps it) may close the tape beside a late call: its store then finds
@@ -97,11 +98,8 @@ class TapeWriter:
 
     def state_part(self, actor: str, state: Raw) -> bytes:
         """A simple firing's line's state field (lines.py): the state whole, or as an edit of the
-        actor's last one (`_edit_of`, written out: most states are small, and their last one too)."""
-        states = self._states
-        last = states.get(actor)
-        states[actor] = state
-        edit = edit_between(bytes(last), bytes(state)) if last is not None and len(last) >= EDIT_FROM else None
+        actor's last one."""
+        edit = self._edit_of(actor, state)
         return b',"state":' + state if edit is None else b',"stateEdit":' + _encode(edit)
 
     def _seal(self, record: msgspec.Struct) -> bytes:
