@@ -11,7 +11,7 @@ tape costs*)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Raw
 
@@ -34,8 +34,9 @@ def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[It
     value put on a port wired to one queue (a value that cannot change), no chat or model calls,
     its state (if any) saved. What Engine._commit does, for this shape: put the token, count the
     firing and its step, and write the line, filled into the actor's format for the shape
-    (lines.py). False, having done nothing, for a firing of another shape (or whose value has no
-    encoding): Engine._commit takes it."""
+    (lines.py). A firing of several queues goes to `commit_spread`. False, having done nothing,
+    for one neither takes (a value that can change, or has no encoding, a chat, ...):
+    Engine._commit does."""
     if outcome.chat is not None or outcome.calls is not None:
         return False
     outputs = outcome.outputs
@@ -47,12 +48,14 @@ def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[It
     i = o = -1
     if outputs:
         if len(outputs) != 1:
-            return False
+            return commit_spread(engine, actor, takes, outputs, fire_count, state, ctx, start)
         port, value = outputs[0]
         queues = actor.outputs.get(port)
         kind = type(value)
-        if queues is None or len(queues) != 1 or kind not in IMMUTABLE:
+        if kind not in IMMUTABLE:
             return False
+        if queues is None or len(queues) != 1:
+            return commit_spread(engine, actor, takes, outputs, fire_count, state, ctx, start)
         try:
             put = encode_plain(value) if kind in SCALARS else encode(value)
         except (UnicodeEncodeError, NotEncodable):  # (a string with a lone surrogate: Engine._commit says why)
@@ -60,10 +63,10 @@ def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[It
         q_out = queues[0]
         o = q_out.index
     if takes:
-        if len(takes) != 1:
-            return False
+        if len(takes) != 1 or len(takes[0][1]) != 1:
+            return commit_spread(engine, actor, takes, outputs, fire_count, state, ctx, start)
         q_in, taken = takes[0]
-        if len(taken) != 1 or q_in is q_out:
+        if q_in is q_out:
             return False
         i = q_in.index
     elif q_out is None:
@@ -116,6 +119,34 @@ def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[It
                         b"" if round_ == tape.round else b',"r":%d' % round_, at, dur, state_part), steps, round_)
     if steps >= engine.checkpoint_at:
         _checkpoint(engine)
+    return True
+
+
+def commit_spread(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[Item]]], outputs: list[tuple[str, Any]],
+                  fire_count: int, state: Raw | None, ctx: Context | None, start: int) -> bool:
+    """Commit a live firing of several queues (a join, a fan-out) or several tokens of one, whose
+    values cannot change, each put on its own port: each value encoded once, the same token in
+    every queue its port feeds (as Engine._encode_outputs would put them), committed by
+    Engine._commit. False, having done nothing, for another (a value that can change, or has no
+    encoding; a port put twice; nothing taken or put)."""
+    produced: list[tuple[Queue, list[Item]]] = []
+    for port, value in outputs:
+        queues = actor.outputs.get(port)
+        if not queues:
+            continue
+        kind = type(value)
+        if kind not in IMMUTABLE:
+            return False
+        try:
+            item = (value, Raw(encode_plain(value) if kind in SCALARS else encode(value)))
+        except (UnicodeEncodeError, NotEncodable):
+            return False
+        produced += [(q, [item]) for q in queues]
+    if len(outputs) > 1 and len({port for port, _ in outputs}) != len(outputs):
+        return False  # (a port put twice: its queue gets both, which Engine._encode_outputs gathers)
+    if not produced and not takes:
+        return False
+    engine._commit(actor, fire_count, takes, produced, state, None, ctx, start, False)
     return True
 
 
