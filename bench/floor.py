@@ -1,9 +1,9 @@
 """The least the tape costs per firing in this interpreter: what recording a chain firing must do
 whatever the engine around it, done by Flowtape's own code with no engine.
 
-Per firing that is: encode the token it put (values.encode), digest the token it took
-(digests.taken_hex: blake2b over the encoding, the format's rule, without the canonical check a
-plain scalar cannot need), fill in its line's format (lines.py: one bytes `%` with what changes
+Per firing that is: encode the token it put (values.encode), name the token it took
+(digests.taken_mark: an int, as the chain's are, by itself since format 8; a token of another
+type by its digest, digests.taken_hex: blake2b over the encoding, timed beside it), fill in its line's format (lines.py: one bytes `%` with what changes
 from firing to firing; the very bytes msgspec gives for the record), seal the line into the hash
 chain (chain.Chain: a blake2b over the last 16 lines once every 16 lines) and store it in the
 tape's file through its shared mapping (tapefile.TapeFile: the line and its newline in one copy; no
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowtape.chain import Chain
-from flowtape.digests import taken_hex
+from flowtape.digests import taken_hex, taken_mark
 from flowtape.lines import line_format
 from flowtape.tapefile import TapeFile
 from flowtape.values import encode
@@ -50,29 +50,33 @@ def _best(run: Callable[[int], None], firings: int) -> float:
     return best / firings * 1e6
 
 
-def _line(i: int, token: Raw, digest: bytes) -> bytes:
+def _line(i: int, token: Raw, named: bytes) -> bytes:
     """A chain firing's line as the engine fills it in (seq and round as the step's, no state),
     its newline included."""
-    return LINE % (i, b"", i, digest, token, 0, 1, b"", 1000 + i, 7, b"")
+    return LINE % (i, b"", i, named, token, 0, 1, b"", 1000 + i, 7, b"")
 
 
 def pieces(firings: int, tmp: Path) -> dict[str, float]:
     """Each part of recording a firing, timed alone (microseconds per firing)."""
     token = Raw(encode(7))
-    digest = taken_hex(7, token)
-    line = _line(firings, token, digest)
+    named = taken_mark(7, token)
+    line = _line(firings, token, named)
 
     def tokens(n: int) -> None:
         for i in range(n):
             Raw(encode(i))
 
-    def digests(n: int) -> None:
+    def names(n: int) -> None:
+        for _ in range(n):
+            taken_mark(7, token)
+
+    def digests(n: int) -> None:  # (a token that is no int, bool or None: not part of the chain's floor)
         for _ in range(n):
             taken_hex(7, token)
 
     def lines(n: int) -> None:
         for i in range(n):
-            _line(i, token, digest)
+            _line(i, token, named)
 
     def sealed(n: int) -> None:
         chain = Chain()
@@ -94,7 +98,8 @@ def pieces(firings: int, tmp: Path) -> dict[str, float]:
         finally:
             os.close(fd)
 
-    return {"encode the token": _best(tokens, firings), "digest the token taken": _best(digests, firings),
+    return {"encode the token": _best(tokens, firings), "name the token taken": _best(names, firings),
+            "(another type: digest it)": _best(digests, firings),
             "fill in the line's format": _best(lines, firings), "seal it into the chain": _best(sealed, firings),
             "store it through the mapping": _best(stores, firings), "(format 6: write(2) it)": _best(writes, firings)}
 
@@ -106,7 +111,7 @@ def recorder_floor(firings: int, tmp: Path) -> float:
         writer = TapeWriter(tmp / f"floor-{time.monotonic_ns()}.jsonl")
         for i in range(1, n + 1):
             token = Raw(encode(i))
-            writer.simple(_line(i, token, taken_hex(i, token)), i, 0)
+            writer.simple(_line(i, token, taken_mark(i, token)), i, 0)
         writer.close()
 
     return _best(record_all, firings)

@@ -336,9 +336,9 @@ def speed(b: Bench, results: dict[str, Any]) -> list[str]:
         f" <= {TARGET_LIGHT_TAPE_OVERHEAD:.0f}% for actors that do 0.2 ms of work.",
         f"chain, 1 worker, as measured here: a firing costs {fmt(cost_off, '.1f')} us untaped and recording it"
         f" {fmt(cost_rec, '.1f')} us more (one line per firing, its step included, filled into the actor's format:"
-        " encode, digest, hash chain, one store into the tape's mapped file, no system call). 'chain, 0.2 ms/firing':"
+        " encode, the token taken named (an int by itself), hash chain, one store into the tape's mapped file, no system call). 'chain, 0.2 ms/firing':"
         " the same chain whose actors each wait 0.2 ms.",
-        f"floor (bench/floor.py): that line alone, encoded, digested, formatted, sealed and stored by Flowtape's own writer"
+        f"floor (bench/floor.py): that line alone, encoded, its token taken named, formatted, sealed and stored by Flowtape's own writer"
         f" with no engine around it, costs {fmt(floor, '.1f')} us a firing here, {fmt(floor_pct, '.0f', '%')} of an"
         " untaped firing.",
     ]

@@ -18,7 +18,7 @@ from flowtape.errors import ResumeRefused, UsageError
 from flowtape.loader import load_flow, load_module
 from flowtape.rundir import RunSummary, read_summary, still_running
 from flowtape.runner import execute
-from flowtape.tape import Checkpoint, Firing, Step, read_tape
+from flowtape.tape import FORMAT_VERSION, READABLE_VERSIONS, Checkpoint, Firing, Step, read_tape
 from flowtape.verify import verify
 
 FLOWS = Path(__file__).parent / "flows"
@@ -550,12 +550,14 @@ def test_a_sealed_tape_of_another_version_is_refused_with_the_reason(chain, tmp_
     from flowtape.rundir import write_summary
 
     lines = path.read_bytes().splitlines()
-    lines[0] = lines[0].replace(b'"version":7,', b'"version":8,', 1)
+    later = FORMAT_VERSION + 1
+    lines[0] = lines[0].replace(b'"version":%d,' % FORMAT_VERSION, b'"version":%d,' % later, 1)
     path.write_bytes(b"".join(line + b"\n" for line in reseal(lines)))
     summary = read_summary(original.run_dir)
     summary.tape = trust.seal_file(path, path.stat().st_size)  # as if a later Flowtape had written it
     write_summary(original.run_dir, summary)
-    with pytest.raises(ResumeRefused, match="format version 8; this Flowtape reads versions 2, 3, 4, 5, 6 and 7"):
+    readable = ", ".join(str(v) for v in READABLE_VERSIONS[:-1]) + f" and {READABLE_VERSIONS[-1]}"
+    with pytest.raises(ResumeRefused, match=f"format version {later}; this Flowtape reads versions {readable}"):
         execute(chain.main, runs_dir=tmp_path, resume_from=original.run_dir)
 
 

@@ -13,7 +13,7 @@ from flowtape.digests import digest
 from flowtape.loader import load_module
 from flowtape.rundir import read_summary
 from flowtape.runner import execute
-from flowtape.tape import Diverged, End, Firing, Header, Step, encode_record, read_tape
+from flowtape.tape import FORMAT_VERSION, Diverged, End, Firing, Header, Step, encode_record, read_tape
 from flowtape.values import encode
 from flowtape.verify import verify
 
@@ -60,7 +60,7 @@ def test_header_comes_first_and_describes_the_run(chain, tmp_path):
     recs = records(result.run_dir)
     head = recs[0]
     assert head["t"] == "header"
-    assert head["version"] == 7
+    assert head["version"] == FORMAT_VERSION == 8
     assert head["runId"] == "first" == result.run_id
     assert head["workflow"] == "main"
     assert head["flowFile"].endswith("chain.py")

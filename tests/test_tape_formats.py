@@ -1,8 +1,9 @@
-"""Every reader reads a tape of the previous formats as it reads today's (7: written through a
-mapping, tapefile.py), record for record: 5 (a firing and its step on two lines) and 6 (one line,
-written with a write(2) a line). The fixtures in tests/tapes/v5-growing and v6-growing were
-written by Flowtape before format 6 and before format 7, from tests/flows/growing.py's `main` with
-600 numbers, one worker."""
+"""Every reader reads a tape of the previous formats as it reads today's (8: a token taken that is
+an int, a bool or None named by itself, digests.taken_mark), record for record: 5 (a firing and
+its step on two lines), 6 (one line, written with a write(2) a line) and 7 (written through a
+mapping, tapefile.py; every token taken named by its digest). The fixtures in tests/tapes/
+v5-growing, v6-growing and v7-growing were written by Flowtape before formats 6, 7 and 8, from
+tests/flows/growing.py's `main` with 600 numbers, one worker."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ N = 600  # as the fixture was recorded
 STEPS = 2 * N
 
 
-PREVIOUS = {"v5-growing": 5, "v6-growing": 6}
+PREVIOUS = {"v5-growing": 5, "v6-growing": 6, "v7-growing": 7}
 
 
 @pytest.fixture(params=list(PREVIOUS))

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from flowtape.chain import COVERED_LINES, reseal
 from flowtape.cli import main as cli_main
+from flowtape.digests import digest
 from flowtape.errors import TraceCorruption
 from flowtape.loader import load_module
 from flowtape.runner import execute
@@ -255,6 +256,38 @@ def test_an_edited_token_is_detected(run):
     assert "double.Out->add.In" in str(exc)
 
 
+@pytest.mark.parametrize("mark", [b'"=5"', b'"=4x"', b'"={}"', b'"=[4]"', b'"="'])
+def test_a_token_named_by_itself_is_held_to_the_queue(run, mark):
+    """Format 8 names a small int taken by itself (`"=4"`) instead of its digest: edited into another
+    token, or into no token at all, it is refused as a token the queue never held."""
+    lines = lines_of(run)
+    consumer = find(lines, b'"a":"add"', b'"n":2')
+    assert b'"c":[[2,1,"=4"]]' in lines[consumer]  # (double put 4 into double.Out->add.In)
+    edited = list(lines)
+    edited[consumer] = lines[consumer].replace(b'"=4"', mark)
+    write(run, reseal(edited))
+    exc = corrupt(run)
+    assert exc.line == consumer + 1
+    assert exc.rule == "consumed digests match the tokens produced into the queue, in FIFO order"
+    assert "double.Out->add.In" in str(exc)
+
+
+def test_a_token_named_by_itself_reads_as_its_digest(run):
+    """What a record says it took is a digest, however its line names the token (`"=4"` or a
+    digest): the same story as a tape that named every token by its digest."""
+    def took() -> list[object]:
+        return [f.consumed for f in read_tape(run).firings() if f.actor == "add" and f.fireCount == 2]
+
+    assert took() == [[(2, 1, digest([b"4"]))]]
+    lines = lines_of(run)
+    consumer = find(lines, b'"a":"add"', b'"n":2')
+    by_digest = list(lines)
+    by_digest[consumer] = lines[consumer].replace(b'"=4"', b'"%s"' % digest([b"4"]).encode())
+    write(run, reseal(by_digest))
+    verify(run, warn=False)
+    assert took() == [[(2, 1, digest([b"4"]))]]
+
+
 def test_an_edited_output_is_detected(run):
     lines = lines_of(run)
     edited = list(lines)
@@ -351,11 +384,11 @@ def test_the_cli_verify(run, capsys, tmp_path):
 def test_a_tape_of_another_format_version_is_refused(run, capsys):
     path = run
     lines = lines_of(path)
-    lines[0] = lines[0].replace(b'"version":7,', b'"version":1,', 1)
+    lines[0] = lines[0].replace(b'"version":%d,' % FORMAT_VERSION, b'"version":1,', 1)
     write(path, reseal(lines))
     error = corrupt(path)
     assert error.line == 1 and error.rule == "a known format version"
-    assert "version 1" in str(error) and "reads versions 2, 3, 4, 5, 6 and 7" in str(error)
+    assert "version 1" in str(error) and "reads versions 2, 3, 4, 5, 6, 7 and 8" in str(error)
     assert cli_main(["verify", str(path.parent)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("flowtape: cannot read this tape: line 1:") and "corrupt" not in err
@@ -437,10 +470,16 @@ def test_a_simple_firing_must_fit_its_format_version_and_its_queues(run):
     write(run, reseal(lines[:at] + [encode_record(record)] + lines[at + 1 :]))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (at + 1, "well-formed records") and "3 queue size(s) for the 2 queue(s)" in str(exc)
-    older = [lines[0].replace(b'"version":7,', b'"version":5,', 1), *lines[1:]]  # format 5 wrote a firing and its step apart
+    older = [lines[0].replace(b'"version":%d,' % FORMAT_VERSION, b'"version":5,', 1), *lines[1:]]  # format 5 wrote a firing and its step apart
     write(run, reseal(older))
     exc = corrupt(run)
     assert (exc.line, exc.rule) == (2, "records of the tape's format version") and "version 5 tape" in str(exc)
+    # format 7 named every token taken by its digest: a token named by itself is no line it wrote
+    older = [lines[0].replace(b'"version":%d,' % FORMAT_VERSION, b'"version":7,', 1), *lines[1:]]
+    consumer = find(lines, b'"c":[[', b'"=')
+    write(run, reseal(older))
+    exc = corrupt(run)
+    assert (exc.line, exc.rule) == (consumer + 1, "records of the tape's format version") and "version 7 tape" in str(exc)
 
 
 TAPES = Path(__file__).parent / "tapes"

@@ -1,10 +1,16 @@
 """Digests of tokens, as a firing's record names what it took: 16 hex chars of blake2b over the
 tokens as one JSON list, in canonical form (`digest`), and the engine's fast path for the one token
-a firing took (`taken_hex`, ASCII bytes for a line's format), which skips the canonical steps where they cannot change anything."""
+a firing took (`taken_hex`, ASCII bytes for a line's format), which skips the canonical steps where they cannot change anything.
+
+From format 8 a line names one token taken that is an int, a bool or None by the token itself
+instead (`taken_mark`: "=" and its encoding, no longer than a digest, and cheaper to write than
+to digest); readers see the digest it stands for (`consumed_digest`), so what a record says is
+the same either way."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 from binascii import hexlify
 from collections.abc import Iterable
 from typing import Any
@@ -60,3 +66,34 @@ def taken_hex(value: Any, raw: Raw) -> bytes:
     hasher.update(raw)
     hasher.update(b"]")
     return hexlify(hasher.digest())
+
+
+# A token written in a digest's place: an int, a bool or None, whose encoding is its own canonical
+# form, holds nothing a JSON string would escape, and is no longer than a digest.
+_INLINE = frozenset({int, bool, type(None)})
+INLINE_MARK = "="
+_INLINE_MAX = 15  # bytes of the encoding
+_INLINE_BODY = re.compile(r"-?(?:0|[1-9][0-9]*)|true|false|null")
+
+
+def taken_mark(value: Any, raw: Raw) -> bytes:
+    """What a line says one token taken was (ASCII bytes for a line's format): the token itself
+    after "=" for an int, a bool or None whose encoding is short; else its digest (`taken_hex`)."""
+    if type(value) in _INLINE and len(raw) <= _INLINE_MAX:
+        return b"=" + raw
+    return taken_hex(value, raw)
+
+
+def consumed_digest(recorded: str) -> str:
+    """The digest a record's consumed entry stands for: the one written, or that of the token
+    written in its place (`taken_mark`). A mark that holds no such token is left as it is: no
+    token's digest equals it, so verify refuses it as a token other than the one the queue held."""
+    if recorded[:1] != INLINE_MARK:
+        return recorded
+    body = recorded[1:]
+    if len(body) > _INLINE_MAX or _INLINE_BODY.fullmatch(body) is None:
+        return recorded
+    hasher = _OPENED.copy()
+    hasher.update(body.encode())
+    hasher.update(b"]")
+    return hasher.hexdigest()

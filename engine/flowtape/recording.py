@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Raw
 
 from .checkpoints import checkpoint_due
-from .digests import digest, taken_hex
+from .digests import digest, taken_mark
 from .lines import line_format, spread_format, start_format, step_format
 from .network import IMMUTABLE, Actor, Item, Queue
 from .tape import Firing, SimpleFiring, touched_queues
@@ -86,9 +86,9 @@ def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[It
     if q_in is not None:
         taken_value, token = taken[0]
         if token is not engine.taken_token:  # (a token fanned out is one object in each queue: digested once)
-            engine.taken_digest = taken_hex(taken_value, token)
+            engine.taken_named = taken_mark(taken_value, token)
             engine.taken_token = token
-        took = engine.taken_digest
+        took = engine.taken_named
         size_in = len(q_in.items)
     line = actor.formats.get((i, o)) or _format(actor, i, o, ctx)
     tape = engine.tape
@@ -191,7 +191,7 @@ def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     fields: list[object] = []
     for _, items in takes:
         if len(items) == 1:
-            fields += (1, taken_hex(*items[0]))
+            fields += (1, taken_mark(*items[0]))
         else:
             fields += (len(items), digest([e for _, e in items]).encode())
     fields += [items[0][1] if len(items) == 1 else b",".join([e for _, e in items]) for _, items in produced]

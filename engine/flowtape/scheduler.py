@@ -99,7 +99,7 @@ class Engine:
         "_by_id", "_checkpointed", "_wake", "agents", "base_dir", "broken", "can_checkpoint", "chats_since", "check_actions", "checkpoint_at",
         "cond", "covered", "diverged", "exclusive", "executor", "failure", "firings", "last_round", "last_step_seq", "last_taken",
         "loops_mid", "max_workers", "net", "on_step", "outputs_checkpointed", "returning", "rounds", "seq", "step_limit", "steps",
-        "live_queues", "stop_requested", "t0", "taken_digest", "taken_token", "tally", "tape", "top", "unfinished", "unreplayable", "work_dir",
+        "live_queues", "stop_requested", "t0", "taken_named", "taken_token", "tally", "tape", "top", "unfinished", "unreplayable", "work_dir",
     )
 
     def __init__(
@@ -159,8 +159,8 @@ class Engine:
         self._wake = False
         # The token last digested and its digest: its consumers' firings follow one another in a
         # round, and holding it keeps its id from being reused while it is compared by identity.
-        self.taken_token: Any = None  # the last token a simple firing took, and its digest (recording.py)
-        self.taken_digest = b""
+        self.taken_token: Any = None  # the last token a simple firing took, and what its line named it by (recording.py)
+        self.taken_named = b""
         self.top = Pool(net.top)
         self._by_id = {id(a): a for a in net.actors}
         for actor in net.actors:

@@ -17,18 +17,21 @@ import msgspec
 from msgspec import Raw
 
 from .delta import Edit, apply_edit
+from .digests import INLINE_MARK, consumed_digest
 from .errors import TraceCorruption
 from .guarded import open_regular
 from .usage import ModelCall, Spent, Usage
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 # 3 left hashes off step lines and the journalSeq off simple steps; 4 hashes one firing in eight;
 # 5 writes a big state that changed a little as an edit of the last one (`stateEdit`); 6 writes a
 # top-level firing and its simple step as one line (`SimpleFiring`); 7 is written through a shared
-# mapping (tapefile.py): a killed writer's tape may end in zero bytes, the rest of its last window
-READABLE_VERSIONS = (2, 3, 4, 5, 6, 7)
+# mapping (tapefile.py): a killed writer's tape may end in zero bytes, the rest of its last window;
+# 8 names a token taken that is an int, a bool or None by itself, not its digest (digests.taken_mark)
+READABLE_VERSIONS = (2, 3, 4, 5, 6, 7, 8)
 SIMPLE_FROM = 6  # the first version with SimpleFiring lines
 MAPPED_FROM = 7  # the first version whose tape may end in a zero-filled tail
+NAMED_FROM = 8  # the first version whose lines may name a token taken by itself (digests.taken_mark)
 
 
 class ActorInfo(msgspec.Struct, omit_defaults=True):
@@ -93,7 +96,9 @@ class Firing(msgspec.Struct, tag="f", tag_field="t", omit_defaults=True, kw_only
     seq: int = 0
     actor: str
     fireCount: int
-    consumed: list[tuple[int, int, str]] = []  # queue index, count, digest of the tokens
+    # queue index, count, digest of the tokens (a line may name one int, bool or None by itself:
+    # `"=5"`, format 8; a reader's record holds its digest, see `with_digests`)
+    consumed: list[tuple[int, int, str]] = []
     produced: list[tuple[int, list[Raw]]] = []  # queue index, encoded tokens
     state: Raw = NO_STATE  # present only when the firing changed the state
     stateEdit: Edit | None = None  # instead of `state`: the new state as an edit of the last one (delta.py)
@@ -159,7 +164,7 @@ class SimpleFiring(msgspec.Struct, tag="F", tag_field="t", omit_defaults=True, k
         """The firing and its step (msgspec.ValidationError when `q` does not fit its queues)."""
         seq = self.seq or self.step
         firing = Firing(
-            replayed=self.replayed, seq=seq, actor=self.actor, fireCount=self.fireCount, consumed=self.consumed,
+            replayed=self.replayed, seq=seq, actor=self.actor, fireCount=self.fireCount, consumed=with_digests(self.consumed),
             produced=self.produced, stateEdit=self.stateEdit, notReplayable=self.notReplayable, h=self.h,
         )
         if self.state:  # (an empty Raw given is not the default one: it would be encoded, as nothing)
@@ -178,6 +183,15 @@ class SimpleFiring(msgspec.Struct, tag="F", tag_field="t", omit_defaults=True, k
             queues=list(zip(touched, self.sizes, strict=True)), round=self.round, at=self.at, dur=self.dur,
         )
         return firing, step
+
+
+def with_digests(consumed: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """A record's consumed entries as readers see them: a token a line names by itself (format 8,
+    digests.taken_mark) as its digest, as the line would have named it before."""
+    for entry in consumed:
+        if entry[2][:1] == INLINE_MARK:
+            return [(index, count, consumed_digest(named)) for index, count, named in consumed]
+    return consumed
 
 
 def touched_queues(consumed: list[tuple[int, int, str]], produced: list[tuple[int, list[Raw]]]) -> list[int]:
@@ -308,6 +322,8 @@ def expand(written: Written) -> tuple[Record, ...]:
     """The records a line stands for: a simple firing's firing and step, else the record itself."""
     if isinstance(written, SimpleFiring):
         return written.split()
+    if isinstance(written, Firing) and written.consumed:
+        written.consumed = with_digests(written.consumed)
     return (written,)
 
 
@@ -513,6 +529,8 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
             lines.append(Line(number, raw, firing))
             lines.append(Line(number, b"", step))
         else:
+            if isinstance(written, Firing) and written.consumed:
+                written.consumed = with_digests(written.consumed)
             filler.see(written)
             lines.append(Line(number, raw, written))
     if torn and lines and isinstance(lines[-1].record, End):  # nothing is written after the end

@@ -13,12 +13,13 @@ from msgspec import Raw
 
 from . import edits
 from .chain import SIMPLE_TAGS, Chain, chain_seed, split_hash
-from .digests import digest
+from .digests import INLINE_MARK, digest
 from .errors import TraceCorruption
 from .rundir import TAPE, RunSummary, check_not_cut_short, read_summary, valid_run_id
 from .tape import (
     END_STATUSES,
     MAX_WORKERS,
+    NAMED_FROM,
     READABLE_VERSIONS,
     SIMPLE_FROM,
     Checkpoint,
@@ -29,8 +30,10 @@ from .tape import (
     Firing,
     Header,
     Line,
+    SimpleFiring,
     Step,
     Tape,
+    decode_written,
     gc_paused,
     graph_fingerprint,
     read_tape,
@@ -493,6 +496,13 @@ def check_chain(tape: Tape) -> None:
 FORMAT_VERSION_UNKNOWN = 1 << 30  # before the header is read: any line is of its version
 
 
+def _names_a_token(raw: bytes) -> bool:
+    """Whether a firing's line names a token it took by itself (format 8), as written: a reader's
+    record holds the digest instead (tape.with_digests)."""
+    written = decode_written(raw)
+    return isinstance(written, (Firing, SimpleFiring)) and any(named[:1] == INLINE_MARK for _, _, named in written.consumed)
+
+
 class ChainCheck:
     """The hash chain, checked line by line (a whole tape, or one read as a stream)."""
 
@@ -507,6 +517,11 @@ class ChainCheck:
         if self.version < SIMPLE_FROM and line.raw.startswith(SIMPLE_TAGS):
             raise TraceCorruption(
                 f"a firing and its step on one line, in a version {self.version} tape",
+                line.number, "records of the tape's format version",
+            )
+        if self.version < NAMED_FROM and b'"=' in line.raw and _names_a_token(line.raw):
+            raise TraceCorruption(
+                f"a token taken named by itself, not by its digest, in a version {self.version} tape",
                 line.number, "records of the tape's format version",
             )
         chain = self.chain
