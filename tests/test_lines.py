@@ -74,15 +74,15 @@ def test_each_shape_inside_a_composite_is_the_structs_line(name):
 
 @pytest.mark.parametrize("within", [None, "lp"])
 def test_a_firing_of_many_queues_is_the_structs_line(within):
-    takes, puts = (4, 2, 9), (7, 3)
-    consumed = [(4, 1, "aaaaaaaaaaaaaaaa"), (2, 2, "bbbbbbbbbbbbbbbb"), (9, 1, "cccccccccccccccc")]
+    takes, puts = ((4, 1), (2, 2), (9, 1)), (7, 3)
+    consumed = [(4, 1, "aaaaaaaaaaaaaaaa"), (2, 2, "bbbbbbbbbbbbbbbb"), (9, 1, "=-12")]
     produced = [(7, [Raw(b"1")]), (3, [Raw(b'{"a":[1]}'), Raw(b"null")])]
-    fields = (1, b"aaaaaaaaaaaaaaaa", 2, b"bbbbbbbbbbbbbbbb", 1, b"cccccccccccccccc", Raw(b"1"), b'{"a":[1]},null')
+    fields = (b"aaaaaaaaaaaaaaaa", b"bbbbbbbbbbbbbbbb", b"=-12", Raw(b"1"), b'{"a":[1]},null')
     line_of = spread_format("join%", takes, puts, within)
     if within is None:
         record = SimpleFiring(step=5, seq=6, actor="join%", fireCount=2, consumed=consumed, produced=produced,
                               sizes=[0, 1, 0, 3, 0], at=9, dur=1)
-        line = _line(line_of, 5, b',"seq":6', 2, *fields, 0, 1, 0, 3, 0, b"", 9, 1, b"")
+        line = _line(line_of, 5, b',"seq":6', 2, *fields, b"[0,1,0,3,0]", b"", 9, 1, b"")
     else:
         record = Firing(actor="join%", fireCount=2, consumed=consumed, produced=produced, within=("lp", 3), at=9, dur=1)
         line = _line(line_of, b"", 2, *fields, b"", 3, 9, 1)

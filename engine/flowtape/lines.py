@@ -44,21 +44,21 @@ def line_format(actor: str, q_in: int | None, q_out: int | None, within: str | N
             + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}\n')
 
 
-def spread_format(actor: str, takes: tuple[int, ...], puts: tuple[int, ...], within: str | None = None) -> bytes:
+def spread_format(actor: str, takes: tuple[tuple[int, int], ...], puts: tuple[int, ...], within: str | None = None) -> bytes:
     """`actor`'s format for a firing of several queues (a join, a fan-out) or several tokens of
-    one: taking from the queues `takes` and putting into `puts`, in their order in the record. Its
-    fields: as `line_format`'s, but each take's count and digest where a digest goes, each put's
-    tokens (encoded, comma-separated) where a token goes, and at the top level one size for each
-    queue touched, in the order of their indexes."""
+    one: taking from the queues `takes` (index, how many tokens) and putting into `puts`, in their
+    order in the record. Its fields: as `line_format`'s, but each take's digest (or its one token
+    named by itself) where a digest goes, each put's tokens (encoded, comma-separated) where a
+    token goes, and at the top level the sizes of the queues touched, in the order of their
+    indexes, as one encoded list."""
     top = within is None
-    took = b",".join(b'[%d,%%d,"%%s"]' % q for q in takes)
+    took = b",".join(b'[%d,%d,"%%s"]' % take for take in takes)
     put = b",".join(b"[%d,[%%s]]" % q for q in puts)
     consumed = b',"%s":[%s]' % (b"c" if top else b"consumed", took) if takes else b""
     produced = b',"%s":[%s]' % (b"p" if top else b"produced", put) if puts else b""
     if within is None:
-        sizes = b",".join([b"%d"] * len(set(takes) | set(puts)))
         return (b'{"t":"F","s":%d%s,"a":' + _name(actor) + b',"n":%d' + consumed + produced
-                + b',"q":[' + sizes + b']%s,"at":%d,"d":%d%s}\n')
+                + b',"q":%s%s,"at":%d,"d":%d%s}\n')
     return (b'{"t":"f"%s,"actor":' + _name(actor) + b',"fireCount":%d' + consumed + produced
             + b'%s,"within":[' + _name(within) + b',%d],"at":%d,"dur":%d}\n')
 

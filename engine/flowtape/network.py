@@ -122,7 +122,7 @@ class Actor:
     replay: Any = None  # the recorded firings this actor still has to replay
     answer: dict[str, Any] | None = None  # an agent's next answer, edited by a fork (fork.py): given, not asked
     formats: dict[tuple[int, int], bytes] = field(default_factory=dict)  # its simple firings' line formats, by queues taken from and put into (lines.py)
-    spreads: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[bytes, list[Any]]] = field(default_factory=dict)  # and of many queues, with the queues touched (lines.py)
+    spreads: dict[tuple[tuple[tuple[int, int], ...], tuple[int, ...]], tuple[bytes, list[Any]]] = field(default_factory=dict)  # and of many queues (taken from: index and count), with the queues touched (lines.py)
     starts: dict[tuple[tuple[int, ...], tuple[int, ...]], bytes] = field(default_factory=dict)  # a composite's: its own record's, by queues (lines.py)
     step_line: bytes = b""  # and its step's format, once made
 

@@ -179,21 +179,18 @@ def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
     one, or a slow firing's of any shape, filled into the actor's format for its queues
     (lines.spread_format), and count its step; False, having done nothing, for one that takes from
     a queue it puts into (or touches none)."""
-    key = (tuple([q.index for q, _ in takes]), tuple([q.index for q, _ in produced]))
+    key = (tuple([(q.index, len(items)) for q, items in takes]), tuple([q.index for q, _ in produced]))
     found = actor.spreads.get(key)
     if found is None:
-        touched = set(key[0]) | set(key[1])
-        if not touched or len(touched) != len(key[0]) + len(key[1]):
+        taken = [index for index, _ in key[0]]
+        touched = set(taken) | set(key[1])
+        if not touched or len(touched) != len(taken) + len(key[1]):
             return False
         found = actor.spreads[key] = (spread_format(actor.path, *key, ctx.actor.path if ctx is not None else None),
                                       [engine.net.queues[i] for i in sorted(touched)])
     line, touched_queues_ = found
-    fields: list[object] = []
-    for _, items in takes:
-        if len(items) == 1:
-            fields += (1, taken_mark(*items[0]))
-        else:
-            fields += (len(items), digest([e for _, e in items]).encode())
+    fields: list[object] = [taken_mark(items[0][0], items[0][1]) if len(items) == 1 else digest([e for _, e in items]).encode()
+                            for _, items in takes]
     fields += [items[0][1] if len(items) == 1 else b",".join([e for _, e in items]) for _, items in produced]
     tape = engine.tape
     assert tape is not None
@@ -207,7 +204,8 @@ def write_spread(engine: Engine, actor: Actor, fire_count: int, takes: list[tupl
         return True
     engine.last_taken = takes
     steps, round_, at, dur = engine.count_step(actor, start)
-    tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, *fields, *[len(q.items) for q in touched_queues_],
+    tape.simple(line % (steps, b"" if seq == steps else b',"seq":%d' % seq, fire_count, *fields,
+                        encode_plain([len(q.items) for q in touched_queues_]),
                         b"" if round_ == tape.round else b',"r":%d' % round_, at, dur, state_part), steps, round_)
     if steps >= engine.checkpoint_at:
         _checkpoint(engine)

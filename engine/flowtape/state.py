@@ -182,7 +182,8 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
                 break
         else:
             return None, None  # a stateless actor: nothing but parameters as given and Flowtape's own fields
-    state = {k: v for k, v in attrs.items() if k not in fixed}
+    # (an actor whose fields are all parameters, the usual counter among them, has no others to gather)
+    state = {} if attrs.keys() == fixed else {k: v for k, v in attrs.items() if k not in fixed}
     try:
         changed = bool(actor.watched or actor.given)  # (else: has a parameter been given anew?)
         if not changed:
