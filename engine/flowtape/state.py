@@ -182,8 +182,11 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
                 break
         else:
             return None, None  # a stateless actor: nothing but parameters as given and Flowtape's own fields
-    # (an actor whose fields are all parameters, the usual counter among them, has no others to gather)
-    state = {} if attrs.keys() == fixed else {k: v for k, v in attrs.items() if k not in fixed}
+    state = {}
+    if attrs.keys() != fixed:  # (an actor whose fields are all parameters has no others to gather)
+        for k, v in attrs.items():  # (a loop, not a comprehension: this runs at every firing, and 3.11 calls one)
+            if k not in fixed:
+                state[k] = v
     try:
         changed = bool(actor.watched or actor.given)  # (else: has a parameter been given anew?)
         if not changed:
