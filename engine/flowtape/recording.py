@@ -35,7 +35,7 @@ def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[It
     its state (if any) saved. What Engine._commit does, for this shape: put the token, count the
     firing and its step, and write the line, filled into the actor's format for the shape
     (lines.py). A firing of several queues goes to `commit_spread`. False, having done nothing,
-    for one neither takes (a value that can change, or has no encoding, a chat, ...):
+    for a firing neither commits (a value that can change or has no encoding, a chat, ...):
     Engine._commit does."""
     if outcome.chat is not None or outcome.calls is not None:
         return False
