@@ -216,14 +216,15 @@ def write_start(engine: Engine, actor: Actor, fire_count: int, takes: list[tuple
                 produced: list[tuple[Queue, list[Item]]], ctx: Context | None) -> None:
     """A live composite firing's own record, as it starts (composites.py), filled into the
     composite's format for its queues (lines.start_format): the bytes its Firing's Struct gives."""
-    key = (tuple([q.index for q, _ in takes]), tuple([q.index for q, _ in produced]))
+    # (a loop handing in an item takes nothing and puts one token: no comprehension for what is not there)
+    key = (tuple([q.index for q, _ in takes]) if takes else (), tuple([q.index for q, _ in produced]) if produced else ())
     line = actor.starts.get(key)
     if line is None:
         line = actor.starts[key] = start_format(actor.path, *key, ctx.actor.path if ctx is not None else None)
     fields: list[object] = []
     for _, items in takes:
         fields += (len(items), digest([e for _, e in items]).encode())
-    fields += [b",".join([e for _, e in items]) for _, items in produced]
+    fields += [items[0][1] if len(items) == 1 else b",".join([e for _, e in items]) for _, items in produced]
     if ctx is not None:
         fields.append(ctx.fire_count)
     tape = engine.tape
