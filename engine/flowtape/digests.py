@@ -93,7 +93,4 @@ def consumed_digest(recorded: str) -> str:
     body = recorded[1:]
     if len(body) > _INLINE_MAX or _INLINE_BODY.fullmatch(body) is None:
         return recorded
-    hasher = _OPENED.copy()
-    hasher.update(body.encode())
-    hasher.update(b"]")
-    return hasher.hexdigest()
+    return digest_one(body.encode())

@@ -157,8 +157,9 @@ class Engine:
         self.checkpoint_at = checkpoints.CHECKPOINT_STEPS
         self.outputs_checkpointed = {q.index: 0 for q in net.outputs.values()}  # tokens in each output then
         self._wake = False
-        # The token last digested and its digest: its consumers' firings follow one another in a
-        # round, and holding it keeps its id from being reused while it is compared by identity.
+        # The token last named and what its line named it by (its digest, or itself): its consumers'
+        # firings follow one another in a round, and holding it keeps its id from being reused while
+        # it is compared by identity.
         self.taken_token: Any = None  # the last token a simple firing took, and what its line named it by (recording.py)
         self.taken_named = b""
         self.top = Pool(net.top)

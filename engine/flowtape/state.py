@@ -182,7 +182,7 @@ def recorded_state(actor: Actor) -> tuple[Raw | None, str | None]:
                 break
         else:
             return None, None  # a stateless actor: nothing but parameters as given and Flowtape's own fields
-    state = {}
+    state: dict[str, Any] = {}
     if attrs.keys() != fixed:  # (an actor whose fields are all parameters has no others to gather)
         for k, v in attrs.items():  # (a loop, not a comprehension: this runs at every firing, and 3.11 calls one)
             if k not in fixed:

@@ -529,10 +529,9 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
             lines.append(Line(number, raw, firing))
             lines.append(Line(number, b"", step))
         else:
-            if isinstance(written, Firing) and written.consumed:
-                written.consumed = with_digests(written.consumed)
-            filler.see(written)
-            lines.append(Line(number, raw, written))
+            (record,) = expand(written)  # (a firing's tokens named by themselves, as their digests)
+            filler.see(record)
+            lines.append(Line(number, raw, record))
     if torn and lines and isinstance(lines[-1].record, End):  # nothing is written after the end
         raise TraceCorruption("bytes after the end record", lines[-1].number + 1, "the end record is last")
     if torn and warn:
