@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 from conftest import check_replayed_in_place
 from flowtape.cli import main as cli_main
+from flowtape.errors import TraceCorruption
 from flowtape.loader import load_module
 from flowtape.rundir import RunSummary, now_iso, read_summary, write_summary
 from flowtape.runner import execute
 from flowtape.tape import End, Firing, Step, read_tape
+from flowtape.tapefile import read_lines, settled
 from flowtape.verify import verify
 from flowtape.writer import TapeWriter
 from flowtape_lsp.tapeindex import TapeIndex
@@ -190,6 +192,90 @@ def test_a_zero_tail_reads_as_the_tape_cut_where_it_starts(chain, tmp_path, caps
     assert not path.read_bytes().endswith(b"\0")
     sealed, _ = verify(path)
     assert sealed.end is not None and sealed.end.status == "failed" and sealed.lines[-2].number == 29
+
+
+def test_a_line_read_while_it_was_stored_is_read_again(chain, tmp_path):
+    """A read(2) of a growing tape copies it forward while the writer stores, and may stall at
+    any page: it can see a line's front before the line was stored and the lines after it once
+    they were (tapefile.py). What it saw is read again where the tape holds the line whole."""
+    result = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    path = result.run_dir / "tape.jsonl"
+    whole = path.read_bytes()
+    start = sum(map(len, whole.splitlines(keepends=True)[:12]))
+    for hole in (slice(start, start + 30), slice(start + 5, start + 9)):
+        seen = bytearray(whole)
+        seen[hole] = bytes(hole.stop - hole.start)
+        with open(path, "rb") as fh:
+            assert settled(bytes(seen), fh.fileno(), 0) == whole
+            assert settled(bytes(seen[start - 7 :]), fh.fileno(), start - 7) == whole[start - 7 :]  # read from an offset
+            fh.seek(start - 7)
+            assert b"".join(line + b"\n" for line, _ in read_lines(fh)) == whole[start - 7 :]
+
+
+def test_a_zero_byte_inside_a_tape_is_corruption_not_a_torn_line(chain, tmp_path, capsys):
+    """A line that still holds zeros when read again, with whole lines after it, was not being
+    stored: every reader refuses the tape there, none cuts it short."""
+    result = execute(chain.main, max_workers=1, runs_dir=tmp_path)
+    path = result.run_dir / "tape.jsonl"
+    data = bytearray(path.read_bytes())
+    start = sum(map(len, bytes(data).splitlines(keepends=True)[:12]))
+    data[start + 3 : start + 9] = bytes(6)
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceCorruption, match="line 13"):
+        read_tape(path)
+    assert cli_main(["verify", str(result.run_dir)]) != 0
+    assert "line 13" in capsys.readouterr().err
+    index = TapeIndex(result.run_dir)
+    index.ingest_all()
+    assert index.corrupt is not None and index.steps == 11
+
+
+def test_reads_racing_the_writer_see_every_line_whole(tmp_path):
+    """Read after read at the end of a tape its writer is storing into, each into a fresh buffer
+    (whose page faults stall the copy): what `settled` makes of a read holds no zero byte before
+    the line being stored, and the lines read add up to the tape."""
+    proc = spawn("chain.py", tmp_path, "live", {"FT_N": "40000"}, "--max-workers", "1")
+    try:
+        tape = tmp_path / "live" / "tape.jsonl"
+        wait_for_steps(tape, 1)
+        lines: list[bytes] = []
+        offset = 0
+        with open(tape, "rb") as fh:
+            while True:
+                ended = proc.poll() is not None
+                data = os.pread(fh.fileno(), 1 << 20, offset)
+                read = settled(data, fh.fileno(), offset)
+                whole = read[: read.rfind(b"\n") + 1].split(b"\n")[:-1]
+                if whole and b"\0" in whole[-1] and not read[read.rfind(b"\n") + 1 :].strip(b"\0"):
+                    whole.pop()  # the line being stored: read again next time
+                assert not any(b"\0" in line for line in whole), offset
+                lines += whole
+                offset += sum(len(line) + 1 for line in whole)
+                if ended and len(data) < 1 << 20 and not whole:
+                    break
+        assert proc.returncode == 0
+    finally:
+        proc.kill()
+    assert b"\n".join(lines) + b"\n" == tape.read_bytes()
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_a_tape_followed_as_it_is_written_reads_whole(tmp_path, workers):
+    """The language server's index reads a tape while its writer stores into it, a read racing
+    the stores now and then: it reads every line, and takes none for corruption."""
+    proc = spawn("chain.py", tmp_path, "live", {"FT_N": "20000"}, "--max-workers", str(workers))
+    try:
+        tape = tmp_path / "live" / "tape.jsonl"
+        wait_for_steps(tape, 1)
+        index = TapeIndex(tmp_path / "live")
+        reads = 0
+        while index.end is None and index.corrupt is None:
+            index.ingest(1 << 16)  # (small reads, many of them near the writer)
+            reads += 1
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    assert index.corrupt is None and index.end is not None and index.steps == index.end.steps == 80_000, reads
 
 
 def test_sigterm_stops_a_run_with_an_end_record(chain, tmp_path):

@@ -18,6 +18,7 @@ import msgspec
 from .errors import TraceCorruption
 from .guarded import open_regular
 from .tape import Checkpoint, Firing, Header, Line, Record, Step, StepFiller, decode_line, decode_record
+from .tapefile import read_lines
 from .verify import Rebuild
 
 
@@ -210,13 +211,10 @@ def last_step_number(path: Path, most: int = SCAN_CHUNK) -> int:
 
 
 def _lines(fh: BinaryIO) -> Iterator[bytes]:
-    """The lines from here on, read a megabyte at a time: few reads, for each one lets go of the
-    GIL, and under a busy thread (the index being read) takes long to get it back."""
-    rest = b""
-    while chunk := fh.read(1 << 20):
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        yield from lines
+    """The whole lines from here on (tapefile.read_lines)."""
+    for line, whole in read_lines(fh):
+        if whole:
+            yield line
 
 
 @dataclass(frozen=True)

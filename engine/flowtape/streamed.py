@@ -28,6 +28,7 @@ from .tape import (
     why_unreadable,
     without_zero_tail,
 )
+from .tapefile import read_lines
 from .verify import ChainCheck, Rebuild, check_header, check_summary
 
 
@@ -109,12 +110,13 @@ def _streamed_lines(path: Path) -> Iterator[Line]:
     number = version = 0
     last_is_end = False
     with open_regular(path) as fh:
-        for data in fh:
-            whole = data.endswith(b"\n")
-            raw = data[:-1] if whole else without_zero_tail(data, version)
+        lines = read_lines(fh)
+        for raw, whole in lines:
+            raw = raw if whole else without_zero_tail(raw, version)
             if not raw and not whole:
                 return  # the zero tail a killed writer left (tapefile.py): no part of the tape
-            stored = b"\0" in raw and version >= MAPPED_FROM and not fh.read().strip(b"\0")  # (tape.being_stored)
+            # (tape.being_stored: what follows it is the zero tail)
+            stored = b"\0" in raw and version >= MAPPED_FROM and not any(more or rest.strip(b"\0") for rest, more in lines)
             if stored or (not whole and not is_end_line(raw)):
                 if last_is_end:  # nothing is written after the end
                     raise TraceCorruption("bytes after the end record", number + 1, "the end record is last")

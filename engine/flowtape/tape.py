@@ -20,6 +20,7 @@ from .delta import Edit, apply_edit
 from .digests import INLINE_MARK, consumed_digest
 from .errors import TraceCorruption
 from .guarded import open_regular
+from .tapefile import settled
 from .usage import ModelCall, Spent, Usage
 
 FORMAT_VERSION = 8
@@ -483,7 +484,7 @@ def _read_tape(path: Path | str, warn: bool = True) -> Tape:
     path = Path(path)
     try:
         with open_regular(path) as fh:
-            data = fh.read()
+            data = settled(fh.read(), fh.fileno(), 0)
     except FileNotFoundError:
         raise TraceCorruption(f"no tape at {path}") from None
     if data.endswith(b"\0"):

@@ -13,17 +13,71 @@ A line is stored by one copy, its newline with it. A copy does not store in orde
 before the rest of it; but what is not stored yet is still the window's zero bytes, and no line
 holds a zero byte: a last line with one in it is a line being stored, read as torn
 (`tape.being_stored`). Blocks of many lines (a resumed run's copied prefix) go through pwrite(2),
-which copies in order: a kill leaves a prefix of them."""
+which copies in order: a kill leaves a prefix of them.
+
+A read(2) is no snapshot either: it copies the file forward while the writer stores, and may
+stall at any page (a fault on its own buffer costs microseconds). It can see the front of a line
+before the line was stored, and the lines after it once they were: a line holding zeros with
+whole lines after it. Every reader of a tape that may be growing reads through `settled`, which
+reads such a line again."""
 
 from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 WINDOW = 1 << 18  # bytes the file grows by at a time (a killed writer's zero tail is at most this)
 _PAGE = mmap.ALLOCATIONGRANULARITY
+SETTLE_TRIES = 5  # reads again of a line seen half stored, with lines after it, before it is corruption
+
+
+def settled(data: bytes, fd: int, at: int) -> bytes:
+    """`data`, read from offset `at` of the tape open as `fd`, with each whole line in it that
+    holds a zero byte read again (see the module's docstring). A line with whole lines after it
+    was stored before them: read again, it holds no zero byte, or the tape is corrupt there, and
+    it is left for the caller to refuse as the record it cannot read. The last line may still be
+    being stored (or its writer was killed storing it): read again once, and left as it reads
+    (the caller's torn line)."""
+    zero = data.find(b"\0")
+    while zero >= 0:
+        start = data.rfind(b"\n", 0, zero) + 1
+        end = data.find(b"\n", zero)
+        if end < 0:
+            break  # no whole line: the zero tail, or a line being stored
+        last = not data[end + 1 :].strip(b"\0")
+        line = data[start:end]
+        for attempt in range(1 if last else SETTLE_TRIES):
+            if attempt:
+                time.sleep(0.001 * attempt)  # (a store seen out of order on a weakly ordered CPU)
+            line = os.pread(fd, end - start, at + start)
+            if b"\0" not in line:
+                break
+        if b"\0" in line:
+            break  # still holding one: what it is, the caller says
+        data = data[:start] + line + data[end:]
+        zero = data.find(b"\0", end)
+    return data
+
+
+def read_lines(fh: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """The lines of a tape from where `fh` is, each without its newline and whether it had one
+    (only the last may not), read a megabyte at a time through `settled`: few reads, for each one
+    lets go of the GIL, and under a busy thread takes long to get it back."""
+    rest = b""
+    at = fh.tell()
+    while chunk := fh.read(1 << 20):
+        data = settled(rest + chunk, fh.fileno(), at - len(rest))
+        at += len(chunk)
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line, True
+    if rest:
+        yield rest, False
 
 
 class TapeFile:

@@ -36,6 +36,7 @@ from flowtape.tape import (
     gc_paused,
 )
 from flowtape.tape import StepFiller as Filler
+from flowtape.tapefile import settled
 from flowtape.verify import Rebuild
 
 INDEX_EVERY = 64  # one byte offset kept per this many steps
@@ -291,6 +292,7 @@ class TapeIndex:
                     data = fh.read(limit)
                     if data and not data.endswith(b"\n"):
                         data += fh.readline()  # the chunk ends mid-line: read on to the line's end, however long
+                    data = settled(data, fh.fileno(), self.offset)
             except OSError:
                 return []
             new: list[Step] = []

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from flowtape.errors import TraceCorruption
 from flowtape.guarded import open_regular
 from flowtape.tape import End, Firing, Header, Step, StepFiller, decode_line
+from flowtape.tapefile import settled
 
 from . import protocol as P
 from .commands import READ_ERRORS, unreadable
@@ -95,6 +96,7 @@ class TimelineReader:
                     cut = data.rfind(b"\n") + 1
                     if cut == 0:
                         break
+                data = settled(data, fh.fileno(), self.offset)
                 last = data.rfind(b"\n", 0, cut - 1) + 1
                 if b"\0" in data[last:cut] and not data[cut:].strip(b"\0"):
                     cut = last  # a line being stored as it was read (tape.being_stored): read it again next time

@@ -363,7 +363,7 @@ async def test_step_detail_is_fast_on_a_long_tape(client: LanguageClient, worksp
     col = collector(client)
     run = await command(client, "flowtape.run", {"uri": uri_of(flow), "maxWorkers": 1})
     done = await col.finished(run["runId"], timeout=60)
-    assert done["status"] == "succeeded" and done["steps"] == 40_000
+    assert done["status"] == "succeeded" and done["steps"] == 40_000, done
     streamed = col.steps(run["runId"])
     assert len(streamed) == 40_000 and [s["step"] for s in streamed] == list(range(1, 40_001))
     assert max(len(p["steps"]) for p in col.of("flowtape/steps", run["runId"])) <= 500
