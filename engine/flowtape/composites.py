@@ -12,12 +12,12 @@ from msgspec import Raw
 from .digests import digest
 from .firing import Plan, value_of
 from .midloop import iterate
-from .network import IMMUTABLE, LAZY, Actor, Item, Queue, own_copy, placeholder
+from .network import IMMUTABLE, LAZY, Actor, Context, Item, Queue, own_copy, placeholder
 from .recording import write_start, write_step
 from .values import NotEncodable, encode
 
 if TYPE_CHECKING:
-    from .scheduler import Context, Engine, Pool
+    from .scheduler import Engine, Pool
 
 
 _NONE_ENC = Raw(encode(None))
@@ -189,6 +189,4 @@ def _token(actor: Actor, value: Any) -> Item:
         return placeholder(actor.path, value)
 
 def _context(actor: Actor, fire_count: int) -> Context:
-    from .scheduler import Context
-
     return Context(actor, fire_count)

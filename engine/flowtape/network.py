@@ -143,6 +143,17 @@ class Actor:
         return f"<Actor {self.path}>"
 
 
+@dataclass
+class Context:
+    """The top-level firing a nested firing runs inside: it becomes one step."""
+
+    actor: Actor
+    fire_count: int
+    touched: set[Queue] = field(default_factory=set)
+    taken: list[tuple[Queue, list[Item]]] = field(default_factory=list)  # by every firing of the step
+    any_live: bool = False
+
+
 @dataclass(eq=False)
 class Network:
     graph: Graph

@@ -25,7 +25,8 @@ from .values import SCALARS, NotEncodable, encode, encode_plain
 
 if TYPE_CHECKING:
     from .firing import Outcome
-    from .scheduler import Context, Engine
+    from .network import Context
+    from .scheduler import Engine
 
 
 def commit_simple(engine: Engine, actor: Actor, takes: list[tuple[Queue, list[Item]]], outcome: Outcome, fire_count: int,

@@ -13,7 +13,8 @@ from .tape import Diverged
 from .values import preview
 
 if TYPE_CHECKING:
-    from .scheduler import Context, Engine
+    from .network import Context
+    from .scheduler import Engine
 
 
 def restore(engine: Engine, snapshot: Any) -> None:

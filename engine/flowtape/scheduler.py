@@ -29,7 +29,7 @@ from .digests import digest
 from .errors import FiringStopped
 from .executors import Executor, ThreadExecutor
 from .firing import GuardFailed, Outcome, Plan, give_back, select
-from .network import IMMUTABLE, LAZY, Actor, Item, Network, Queue, own_copy, placeholder
+from .network import IMMUTABLE, LAZY, Actor, Context, Item, Network, Queue, own_copy, placeholder
 from .recording import commit_simple, write_record, write_spread
 from .replayer import commit_replayed, give_up_replay, replay_plan
 from .sites import Site, traceback_site, traceback_text
@@ -64,17 +64,6 @@ class Pool:
         if not actor.dirty and not actor.control:
             actor.dirty = True
             heapq.heappush(self.heap, (max(actor.turn, self.round), actor.index, id(actor)))
-
-
-@dataclass
-class Context:
-    """The top-level firing a nested firing runs inside: it becomes one step."""
-
-    actor: Actor
-    fire_count: int
-    touched: set[Queue] = field(default_factory=set)
-    taken: list[tuple[Queue, list[Item]]] = field(default_factory=list)  # by every firing of the step
-    any_live: bool = False
 
 
 @dataclass
