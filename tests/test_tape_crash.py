@@ -20,6 +20,7 @@ from flowtape.errors import TraceCorruption
 from flowtape.loader import load_module
 from flowtape.rundir import RunSummary, now_iso, read_summary, write_summary
 from flowtape.runner import execute
+from flowtape.seek import find_steps
 from flowtape.tape import End, Firing, Step, read_tape
 from flowtape.tapefile import read_lines, settled
 from flowtape.verify import verify
@@ -181,6 +182,7 @@ def test_a_zero_tail_reads_as_the_tape_cut_where_it_starts(chain, tmp_path, caps
     assert cli_main(["verify", str(result.run_dir)]) == 0
     assert cli_main(["show", str(result.run_dir), "--step", "28"]) == 0  # (line 1 is the header)
     capsys.readouterr()
+    assert [s.step for s in find_steps(path, tape.header, 20, 50) or []] == list(range(20, 29))  # (a cold page of steps)
     index = TapeIndex(result.run_dir)
     index.ingest_all()
     assert index.corrupt is None and index.steps == 28 and index.read_through()

@@ -171,6 +171,8 @@ class _Records:
             try:
                 records = decode_line(raw)
             except (msgspec.DecodeError, msgspec.ValidationError):
+                if b"\0" in raw:  # a line still being stored (read_lines read it again): the end of what is written
+                    return
                 raise TraceCorruption("unreadable record", 0, "well-formed records") from None
             self.offset += len(raw) + 1
             for record in records:
