@@ -11,11 +11,11 @@ without it."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 SMALL = 1 << 20  # run.json and the like
 SOURCE = 16 << 20  # a Python file read for its lines
@@ -38,7 +38,7 @@ def inside(path: Path | str, roots: Iterable[Path | str]) -> Path:
 
 
 @contextlib.contextmanager
-def open_regular(path: Path | str) -> Iterator[BinaryIO]:
+def open_regular(path: Path | str) -> Iterator[io.BufferedReader]:
     """`path` opened for reading if it is a regular file, else Unavailable (never blocks: a FIFO
     is opened without waiting for a writer, then refused). A file that is not there, or may not
     be read, raises the OSError that says so (FileNotFoundError, PermissionError)."""

@@ -23,6 +23,7 @@ import msgspec
 from .guarded import open_regular
 
 _KEY_BYTES = 32
+SEAL_CHUNK = 1 << 20  # a tape's file is read for its seal this much at a time
 MAC_CHUNK = 1 << 30  # hmac takes at most 2 GiB a call: a tape may be bigger
 _key: bytes | None = None
 _key_read = False
@@ -127,11 +128,15 @@ def _file_seal(path: Path) -> TapeSeal | None:
         return None
     mac = hmac.new(k, digestmod=hashlib.sha256)
     size = 0
+    # read into one buffer again and again: a new buffer a read would be new memory, whose pages the
+    # kernel gives the process one fault at a time (3,000 faults for a 12 MB tape: half the seal's time)
+    buffer = bytearray(SEAL_CHUNK)
+    view = memoryview(buffer)
     try:
         with open_regular(path) as fh:
-            while chunk := fh.read(8 << 20):
-                mac.update(chunk)
-                size += len(chunk)
+            while got := fh.readinto(buffer):
+                mac.update(view[:got])
+                size += got
             mtime = os.fstat(fh.fileno()).st_mtime_ns
     except OSError:
         return None
