@@ -90,7 +90,20 @@ def consumed_digest(recorded: str) -> str:
     token's digest equals it, so verify refuses it as a token other than the one the queue held."""
     if recorded[:1] != INLINE_MARK:
         return recorded
-    body = recorded[1:]
-    if len(body) > _INLINE_MAX or _INLINE_BODY.fullmatch(body) is None:
-        return recorded
-    return digest_one(body.encode())
+    found = _marks_read.get(recorded)
+    if found is None:
+        body = recorded[1:]
+        if len(body) > _INLINE_MAX or _INLINE_BODY.fullmatch(body) is None:
+            return recorded
+        found = digest_one(body.encode())
+        if len(_marks_read) >= _MARKS_KEPT:
+            _marks_read.clear()
+        _marks_read[recorded] = found
+    return found
+
+
+# Marks read lately, and their digests: a token is read again at every actor that takes it (each
+# of a fan-out's, or a chain's next value being this one's), and a digest costs a hash. A few
+# thousand, then forgotten all at once: a dict's own operations hold under threads.
+_MARKS_KEPT = 4096
+_marks_read: dict[str, str] = {}
