@@ -272,9 +272,13 @@ def test_a_tape_followed_as_it_is_written_reads_whole(tmp_path, workers):
         index = TapeIndex(tmp_path / "live")
         reads = 0
         while index.end is None and index.corrupt is None:
+            exited = proc.poll() is not None
+            before = index.offset
             index.ingest(1 << 16)  # (small reads, many of them near the writer)
             reads += 1
-        assert proc.wait(timeout=60) == 0
+            if exited and index.offset == before:
+                break  # (the writer is gone and all it wrote is read: no hang if it died without an end)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
     finally:
         proc.kill()
     assert index.corrupt is None and index.end is not None and index.steps == index.end.steps == 80_000, reads
