@@ -9,8 +9,8 @@ record (tests/test_lines.py holds them equal), so readers see nothing new: a top
 SimpleFiring line, or a nested one's Firing line.
 
 A top-level firing's format takes, in this order: the step, the seq part (`,"seq":N` when a
-reader could not infer it, else empty), the fire count, the digest taken (or the token itself, digests.taken_mark), the token put (its
-encoding), the two queues' sizes, the round part (`,"r":N` or empty), at, dur and the state part
+reader could not infer it, else empty), the fire count, the digest taken (or the token itself:
+digests.taken_mark), the token put (its encoding), the two queues' sizes, the round part (`,"r":N` or empty), at, dur and the state part
 (the writer's, or empty). A nested firing's: the seq part, the fire count, the digest, the token,
 the state part, the top-level firing's count (its `within`), at and dur. A shape without a take
 or a put still gets its field: `%.0s` writes nothing of it. (Sizes go in the order of the

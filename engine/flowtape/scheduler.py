@@ -149,7 +149,7 @@ class Engine:
         # The token last named and what its line named it by (its digest, or itself): its consumers'
         # firings follow one another in a round, and holding it keeps its id from being reused while
         # it is compared by identity.
-        self.taken_token: Any = None  # the last token a simple firing took, and what its line named it by (recording.py)
+        self.taken_token: Any = None  # (recording.commit_simple)
         self.taken_named = b""
         self.top = Pool(net.top)
         self._by_id = {id(a): a for a in net.actors}

@@ -128,8 +128,8 @@ def _file_seal(path: Path) -> TapeSeal | None:
         return None
     mac = hmac.new(k, digestmod=hashlib.sha256)
     size = 0
-    # read into one buffer again and again: a new buffer a read would be new memory, whose pages the
-    # kernel gives the process one fault at a time (3,000 faults for a 12 MB tape: half the seal's time)
+    # one buffer, read into again and again: a new buffer for every read is new memory, whose pages
+    # the kernel hands over one fault at a time (3,000 faults for a 12 MB tape: half the seal's time)
     buffer = bytearray(SEAL_CHUNK)
     view = memoryview(buffer)
     try:
