@@ -336,6 +336,41 @@ def test_a_full_disk_fails_the_run_with_the_reason_and_keeps_what_was_written(ch
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_once_the_tape_cannot_grow_no_later_line_is_stored(tmp_path, monkeypatch):
+    """A line that does not fit the window, when the disk is full, fails; a shorter one after it
+    (another worker's) would still fit in what is left, and would leave a gap in the tape: it is
+    refused too, and so is everything after, disk freed or not."""
+    import errno
+    import os
+    import types
+
+    from flowtape import tapefile
+
+    full = {"now": False}
+
+    def fallocate(fd: int, offset: int, length: int) -> None:
+        if full["now"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        os.posix_fallocate(fd, offset, length)
+
+    monkeypatch.setattr(tapefile, "os", types.SimpleNamespace(**{**vars(os), "posix_fallocate": fallocate}))
+    monkeypatch.setattr(tapefile, "WINDOW", 1)  # (a window of one page)
+    path = tmp_path / "tape.jsonl"
+    tape = tapefile.TapeFile(path)
+    tape.append(b"x" * 4000 + b"\n")
+    full["now"] = True
+    with pytest.raises(OSError, match="No space left"):
+        tape.append(b"y" * 200 + b"\n")  # (96 bytes are left in the page)
+    for line in (b"short\n", b"z" * 300 + b"\n"):
+        with pytest.raises(OSError, match="could not grow"):
+            tape.append(line)
+    full["now"] = False
+    with pytest.raises(OSError, match="could not grow"):
+        tape.block(b"block\n")
+    tape.close()
+    assert path.read_bytes() == b"x" * 4000 + b"\n"
+
+
 def test_a_step_is_shown_with_its_own_firings_only(tmp_path):
     """With several workers a nested workflow under way writes its inner firings while other
     actors' steps are written: a step's detail lists the firings of its own top-level firing."""

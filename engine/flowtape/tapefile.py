@@ -88,6 +88,7 @@ class TapeFile:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._base = self._end = os.fstat(self._fd).st_size  # the window's first and last offsets
         self._map: mmap.mmap | None = None
+        self._failed: OSError | None = None  # the window that could not be made: nothing is stored after it
         self.closed = False
         # the window's own write, for a caller that stores whole lines itself (the writer's
         # simple lines): it raises ValueError, having stored nothing, when the window has no room
@@ -97,6 +98,12 @@ class TapeFile:
     @staticmethod
     def _no_room(data: bytes) -> int:
         raise ValueError("no window yet")
+
+    def _refuse(self, data: bytes) -> int:
+        """The store of a file that could not grow: a line that fits in what is left of the window
+        must not follow the one that did not fit (a gap in the tape), so every line is refused."""
+        assert self._failed is not None
+        raise OSError(self._failed.errno, f"the tape could not grow earlier ({self._failed.strerror})")
 
     @property
     def size(self) -> int:
@@ -125,6 +132,8 @@ class TapeFile:
         """Append whole lines at once (a resumed run's copied prefix, say), copied by the kernel."""
         if not data:
             return
+        if self._failed is not None:
+            self._refuse(data)
         at = self.size
         if at + len(data) > self._end:
             self._window(len(data))
@@ -140,14 +149,22 @@ class TapeFile:
         """Map a new window starting at the page the end of the file is in, with room for `need`."""
         if self.closed:  # (a late writer beside a close: its descriptor may be another file's by now)
             raise ValueError("the tape is closed")
+        if self._failed is not None:
+            self._refuse(b"")
         at = self.size
         base = at - at % _PAGE
         end = base + max(WINDOW, -(-(at - base + need) // _PAGE) * _PAGE)
-        os.posix_fallocate(self._fd, base, end - base)  # (OSError: the disk is full)
+        try:
+            os.posix_fallocate(self._fd, base, end - base)  # (OSError: the disk is full)
+            window = mmap.mmap(self._fd, end - base, offset=base)
+        except OSError as exc:
+            self._failed = exc
+            self.store = self._refuse
+            raise
         if self._map is not None:
             self._map.close()
             self._map, self._end = None, at
-        self._map = mmap.mmap(self._fd, end - base, offset=base)
+        self._map = window
         self._map.seek(at - base)
         self._base, self._end = base, end
         self.store = self._map.write
