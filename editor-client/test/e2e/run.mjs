@@ -266,8 +266,11 @@ async function openFile(name, marker = "") {
       const input = page.locator(".quick-input-widget input");
       await input.waitFor({ state: "visible", timeout: 5000 });
       await input.fill(join(tmp, "workspace", name)); // (its whole path: the one file, first, whatever else matches the name)
-      await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 8000 });
-      await page.keyboard.press("Enter");
+      // (the row itself clicked: Enter opens whichever row is first, and a list still being filtered,
+      // or a notification that took the focus, once left another file open)
+      const row = page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first();
+      await row.waitFor({ timeout: 8000 });
+      await row.click();
       await page.locator(".tab.active", { hasText: name }).first().waitFor({ timeout: 10000 });
       if (marker) await page.locator(".monaco-editor .view-lines", { hasText: marker }).first().waitFor({ timeout: 10000 });
       return;
